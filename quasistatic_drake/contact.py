@@ -1,0 +1,75 @@
+"""ContactSet: the linearised contact constraints of one time step, as numpy arrays.
+
+Conventions follow seed 000, Sec. III-B: for contact i between bodies A and B,
+the normal n_i is the unit vector pointing from A to B, the relative velocity
+is v_i = v_B - v_A at the contact points, and
+
+    phi_dot_i = n_i^T v_i = J_n,i v           (eq. 3)
+    nu_i      = d_i^T v_i = J_f,i v           (eq. 4)
+
+with d_i = [d_i1 ... d_i,n_d] a *balanced* set of unit tangents (for every d,
+-d is in the set).  A contact force on B by A is n_i lambda_n + d_i lambda_f.
+This module imports neither Drake nor ROS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ContactSet:
+    """All contacts of one configuration (n_c contacts, n_v velocities)."""
+
+    phi: np.ndarray          # (n_c,) signed distances [m]
+    J_n: np.ndarray          # (n_c, n_v) normal Jacobians, eq. 3
+    J_f: np.ndarray          # (n_c * n_d, n_v) tangent Jacobians, eq. 4, grouped by contact
+    mu: np.ndarray           # (n_c,) Coulomb friction coefficients
+    normal_W: np.ndarray     # (n_c, 3) unit normals, from A to B
+    tangents_W: np.ndarray   # (n_c, n_d, 3) the balanced tangent set d_i
+    point_A_W: np.ndarray    # (n_c, 3) contact point on A
+    point_B_W: np.ndarray    # (n_c, 3) contact point on B
+    body_a: tuple[str, ...]  # body names, scoped as "model::body"
+    body_b: tuple[str, ...]
+
+    @property
+    def n_c(self) -> int:
+        """Number of contacts."""
+        return len(self.phi)
+
+    @property
+    def n_d(self) -> int:
+        """Number of tangent directions per contact."""
+        return self.tangents_W.shape[1]
+
+    @staticmethod
+    def empty(n_v: int, n_d: int) -> "ContactSet":
+        """A contact set with no contacts."""
+        return ContactSet(phi=np.zeros(0), J_n=np.zeros((0, n_v)), J_f=np.zeros((0, n_v)),
+                          mu=np.zeros(0), normal_W=np.zeros((0, 3)),
+                          tangents_W=np.zeros((0, n_d, 3)), point_A_W=np.zeros((0, 3)),
+                          point_B_W=np.zeros((0, 3)), body_a=(), body_b=())
+
+
+def tangent_directions(normals: np.ndarray, n_d: int) -> np.ndarray:
+    """Return a balanced set of n_d unit tangents for each normal (k x 3) -> (k, n_d, 3).
+
+    The tangents are evenly spaced in the tangent plane, d_j = cos(2 pi j / n_d) t1 +
+    sin(2 pi j / n_d) t2, so for even n_d the set is balanced (seed 000, eq. 4).
+    """
+    normals = np.atleast_2d(normals)
+    helper = np.where(np.abs(normals[:, :1]) < 0.9, [[1.0, 0.0, 0.0]], [[0.0, 1.0, 0.0]])
+    t1 = np.cross(normals, helper)
+    t1 /= np.linalg.norm(t1, axis=1, keepdims=True)
+    t2 = np.cross(normals, t1)
+    angles = np.arange(n_d) * (2.0 * np.pi / n_d)
+    return (np.cos(angles)[None, :, None] * t1[:, None, :]
+            + np.sin(angles)[None, :, None] * t2[:, None, :])
+
+
+def combine_friction(mu_a: float, mu_b: float) -> float:
+    """Drake's rule for two surfaces' friction: 2 mu_a mu_b / (mu_a + mu_b)."""
+    total = mu_a + mu_b
+    return 0.0 if total <= 0.0 else 2.0 * mu_a * mu_b / total

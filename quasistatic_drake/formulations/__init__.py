@@ -1,0 +1,1 @@
+"""Time-stepping formulations: each turns a ContactSet into one step's velocities."""

@@ -1,0 +1,136 @@
+r"""The convex QP time step of seed 002 (Pang & Tedrake, ICRA 2021).
+
+Decision variable: the next velocity v' = [v_u'; v_a'] (objects; robots).
+
+    minimise_v'   1/2 v'^T Q v' + b^T v'
+    subject to    phi_i / h + (J_n,i + mu_i J_f,ij) v' >= 0    for all i, j    (Anitescu)
+
+Signs of b, derived from the KKT conditions (seed 002, "Specializing to robotic
+manipulation" and "take 2").  With multipliers beta >= 0 on the constraints,
+stationarity reads
+
+    Q v' + b = J^T beta,       0 <= beta  _|_  phi / h + J v' >= 0,
+
+where beta are contact *impulses* [N s] along the friction-cone extreme rays.
+
+* Robots are impedances that become springs (gravity compensated):
+  0 = h K (qbar_a' - (q_a + h v_a')) + J_a^T beta, i.e.
+  h^2 K v_a' - h K (qbar_a' - q_a) = J_a^T beta, so
+  Q_aa = h^2 K  and  b_a = -h K (qbar_a' - q_a).
+* Objects in quasi-dynamic mode ("take 2"): momentum is discarded every step
+  (v_u = 0), M_u (v_u' - 0) = h tau_g,u + J_u^T beta, so
+  Q_uu = M_u  and  b_u = -h tau_g,u.
+* Objects in quasi-static mode have no inertia (Q_uu = 0, seed 002 "Drawbacks":
+  the Hessian is only PSD and solutions may not be unique).  We use
+  Q_uu = eps M_u with eps = r h^2 min(K) / lambda_max(M_u): the objects' inertia
+  is a fraction r (``quasi_static_inertia_ratio``, default 1e-3) of the
+  stiffest-direction robot term, so the Hessian is positive definite, the
+  solution is unique, and an object's force balance is violated only by
+  eps M_u v_u' / h, r times smaller than the robots' spring forces.  At rest
+  (v_u' = 0) the balance is exact.
+
+The slides print b with a plus sign; the KKT derivation above gives the minus.
+Contact impulses come from the duals: on B by A, sum_j beta_ij (n_i + mu_i d_ij),
+and the force is that impulse divided by h.  This module imports neither Drake
+nor ROS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from quasistatic_drake.contact import ContactSet
+from quasistatic_drake.formulations.qp_backends import BACKENDS, DEFAULT_BACKEND
+
+
+@dataclass(frozen=True)
+class QpCost:
+    """The Hessian Q and linear term b of the step QP."""
+
+    Q: np.ndarray
+    b: np.ndarray
+
+
+@dataclass(frozen=True)
+class QpStepSolution:
+    """The solved step: v' (None on failure), contact impulses on B by A, status."""
+
+    v: Optional[np.ndarray]
+    impulses_W: np.ndarray      # (n_c, 3) [N s]
+    status: str
+    solve_time: float
+    constraint_rows: int
+
+
+def qp_cost(n_v: int, h: float, robot_v_idx: np.ndarray, stiffness: np.ndarray,
+            q_a: np.ndarray, q_ref_next: np.ndarray, object_v_idx: np.ndarray,
+            object_inertia: np.ndarray, tau_g_u: np.ndarray) -> QpCost:
+    """Assemble Q and b (module docstring) for robots as springs and objects.
+
+    ``object_inertia`` is M_u (quasi-dynamic) or eps M_u (quasi-static).
+    """
+    Q = np.zeros((n_v, n_v))
+    b = np.zeros(n_v)
+    Q[robot_v_idx, robot_v_idx] = h * h * stiffness
+    b[robot_v_idx] = -h * stiffness * (q_ref_next - q_a)
+    Q[np.ix_(object_v_idx, object_v_idx)] = object_inertia
+    b[object_v_idx] = -h * tau_g_u
+    return QpCost(Q=Q, b=b)
+
+
+def quasi_static_inertia_scale(h: float, stiffness: np.ndarray, M_u: np.ndarray,
+                               ratio: float) -> float:
+    """Return eps = ratio h^2 min(K) / lambda_max(M_u) (module docstring)."""
+    if M_u.size == 0 or stiffness.size == 0:
+        return ratio
+    return ratio * h * h * float(np.min(stiffness)) / float(np.linalg.eigvalsh(M_u)[-1])
+
+
+def friction_cone_rows(contacts: ContactSet) -> tuple[np.ndarray, np.ndarray]:
+    """Rows J_n,i + mu_i J_f,ij of Anitescu's constraints, and each row's (i, j).
+
+    A frictionless contact gets a single row J_n,i (its n_d rows would coincide);
+    its j is -1.
+    """
+    n_d = contacts.n_d
+    rows, index = [], []
+    for i in range(contacts.n_c):
+        if contacts.mu[i] > 0.0:
+            rows.append(contacts.J_n[i] + contacts.mu[i] * contacts.J_f[i * n_d:(i + 1) * n_d])
+            index.extend((i, j) for j in range(n_d))
+        else:
+            rows.append(contacts.J_n[i:i + 1])
+            index.append((i, -1))
+    if not rows:
+        return np.zeros((0, contacts.J_n.shape[1])), np.zeros((0, 2), dtype=int)
+    return np.vstack(rows), np.array(index, dtype=int)
+
+
+def solve_qp_step(cost: QpCost, contacts: ContactSet, h: float,
+                  v_lower: np.ndarray, v_upper: np.ndarray,
+                  backend: str = DEFAULT_BACKEND) -> QpStepSolution:
+    """Solve the step QP; v_lower <= v' <= v_upper carries joint limits."""
+    A, index = friction_cone_rows(contacts)
+    lower = -contacts.phi[index[:, 0]] / h if len(index) else np.zeros(0)
+    result = BACKENDS[backend](cost.Q, cost.b, A, lower, v_lower, v_upper)
+    if not result.ok:
+        return QpStepSolution(None, np.zeros((contacts.n_c, 3)), result.status,
+                              result.solve_time, len(lower))
+    impulses = contact_impulses(contacts, index, np.maximum(result.duals, 0.0))
+    return QpStepSolution(result.x, impulses, "optimal", result.solve_time, len(lower))
+
+
+def contact_impulses(contacts: ContactSet, index: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    """Impulse on B by A per contact: sum_j beta_ij (n_i + mu_i d_ij), world frame."""
+    impulses = np.zeros((contacts.n_c, 3))
+    if not len(beta):
+        return impulses
+    i, j = index[:, 0], index[:, 1]
+    rays = contacts.normal_W[i].copy()
+    rubbing = j >= 0
+    rays[rubbing] += contacts.mu[i[rubbing], None] * contacts.tangents_W[i[rubbing], j[rubbing]]
+    np.add.at(impulses, i, beta[:, None] * rays)
+    return impulses

@@ -1,0 +1,54 @@
+"""Where this package's data (urdf/, config/) lives, and model-file resolution.
+
+In a source checkout or an editable install, the data is read from the
+checkout itself (the directory holding package.xml next to this module), so
+edits to urdf/ take effect at once.  In an installed ament package it is read
+from ``share/quasistatic_drake``.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+PACKAGE_NAME = "quasistatic_drake"
+PACKAGE_URI_PREFIX = f"package://{PACKAGE_NAME}/"
+
+
+@lru_cache(maxsize=1)
+def package_share_dir() -> Path:
+    """Return the directory that holds package.xml, urdf/ and config/."""
+    source_root = Path(__file__).resolve().parent.parent
+    if (source_root / "package.xml").is_file():
+        return source_root
+    try:
+        from ament_index_python.packages import get_package_share_directory
+        return Path(get_package_share_directory(PACKAGE_NAME))
+    except (ImportError, LookupError) as err:
+        raise FileNotFoundError(
+            f"cannot find the data directory of {PACKAGE_NAME}: no package.xml next to "
+            f"{source_root} and no ament index entry. Fix: install the package with "
+            "'pip install -e .' from a checkout, or with colcon.") from err
+
+
+def resolve_model_file(file: str, base_dir: str | os.PathLike) -> str:
+    """Resolve a scenario's ``file`` entry to something Drake's Parser can load.
+
+    ``package://quasistatic_drake/...`` becomes an absolute path in this package;
+    other ``package://`` URIs are left for Drake's package map (ROS_PACKAGE_PATH);
+    plain paths are taken relative to ``base_dir`` (the YAML file's directory).
+    Raises FileNotFoundError with the resolved path when a file is missing.
+    """
+    if file.startswith(PACKAGE_URI_PREFIX):
+        path = package_share_dir() / file[len(PACKAGE_URI_PREFIX):]
+    elif "://" in file:
+        return file
+    else:
+        path = Path(base_dir) / os.path.expanduser(file)
+    path = path.resolve()
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"model file '{file}' not found (looked at {path}). Fix: give a path relative "
+            f"to the scenario file, an absolute path, or {PACKAGE_URI_PREFIX}<path>.")
+    return str(path)

@@ -1,0 +1,335 @@
+"""QuasistaticSimulator: the time-stepping engine.  It needs no Diagram.
+
+One call of :meth:`QuasistaticSimulator.step` does: contact query and manifold
+(contact_detection.py), the step QP (formulations/qp.py), and integration
+q_next = q + h N(q) v' with quaternions renormalised.
+
+The robots' commanded-position reference qbar_a (seed 002's impedance model)
+is part of the state.  Each step advances it, qbar_a' = qbar_a + h v_cmd, and
+the robot joints are springs pulling towards qbar_a'.  In free space the robot
+therefore follows v_cmd exactly; in contact the reference runs ahead of the
+joints and the spring force K (qbar_a' - q_a') is what squeezes a grasp.
+Which reference a step starts from:
+
+* ``step(q, v_cmd, q_ref=...)``: the one given (n_a values, robots in scenario
+  order, joints in ``robot_joint_names`` order).
+* ``step(q, v_cmd)`` with q equal to the previous step's ``q_next``: the
+  previous step's ``q_ref_next``, so the spring preload carries over.
+* any other q (a planner's sample, a reset): the robot positions of q, no preload.
+
+``StepResult.q_ref_next`` is the advanced reference; :meth:`reset` forgets it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Mapping, Optional
+
+import numpy as np
+from pydrake.math import RigidTransform
+from pydrake.multibody.tree import JointIndex
+
+from quasistatic_drake.contact import ContactSet
+from quasistatic_drake.contact_detection import ContactDetector
+from quasistatic_drake.formulations.qp import (QpStepSolution, qp_cost,
+                                               quasi_static_inertia_scale, solve_qp_step)
+from quasistatic_drake.model import QuasistaticModel
+from quasistatic_drake.scenario import Scenario
+
+PENETRATION_ALLOWANCE = 1e-4   # [m] deeper penetration by an undetected pair re-solves the step
+MAX_RESOLVES = 3
+
+
+class CommandError(ValueError):
+    """A velocity command (or q, or q_ref) that cannot be used; nothing was changed."""
+
+
+@dataclass(frozen=True)
+class Contact:
+    """One contact point after a step; ``force_W`` is the force on body_b by body_a [N]."""
+
+    body_a: str
+    body_b: str
+    point_W: np.ndarray
+    normal_W: np.ndarray
+    phi: float
+    force_W: np.ndarray
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """The outcome of one step.  On failure ``q_next`` equals the input q."""
+
+    q_next: np.ndarray
+    status: str
+    solve_time: float
+    q_ref_next: np.ndarray
+    v: Optional[np.ndarray]
+    contact_set: ContactSet
+    forces_W: np.ndarray
+    step_time: float
+    resolves: int = 0
+    min_phi_next: float = field(default=np.inf)
+
+    @property
+    def success(self) -> bool:
+        """True when the QP was solved and q advanced."""
+        return self.status == "optimal"
+
+    @cached_property
+    def contacts(self) -> tuple[Contact, ...]:
+        """The contacts of the step with their forces (built on first access)."""
+        cs = self.contact_set
+        mid = 0.5 * (cs.point_A_W + cs.point_B_W)
+        return tuple(Contact(cs.body_a[i], cs.body_b[i], mid[i], cs.normal_W[i],
+                             float(cs.phi[i]), self.forces_W[i]) for i in range(cs.n_c))
+
+
+class QuasistaticSimulator:
+    """The quasistatic engine for a :class:`Scenario` (see module docstring)."""
+
+    def __init__(self, scenario: Scenario):
+        self.scenario = scenario
+        self.model = QuasistaticModel(scenario)
+        self.h = scenario.time_step
+        self.detector = ContactDetector(self.model, scenario.friction_directions)
+        robots, objects = self.model.robots, self.model.objects
+        self._robot_q_idx = _concat([r.q_idx for r in robots])
+        self._robot_v_idx = _concat([r.v_idx for r in robots])
+        self._stiffness = np.concatenate([r.stiffness for r in robots]) if robots else np.zeros(0)
+        self._object_v_idx = _concat([o.v_idx for o in objects])
+        self._inertia_scale = self._object_inertia_scale()
+        self._limits = self._position_limits()
+        self._last: Optional[StepResult] = None
+        self._pairs_cache: Optional[tuple[bytes, list]] = None
+
+    # ----- binding public API ------------------------------------------------
+    def default_positions(self) -> np.ndarray:
+        """The scenario's initial configuration q (a copy)."""
+        return self.model.q_default.copy()
+
+    def robot_joint_names(self, robot: str) -> list[str]:
+        """The actuated joints of a robot, in the order of its v_cmd entries."""
+        return list(self._robot(robot).joint_names)
+
+    def robot_positions(self, q: np.ndarray, robot: str) -> np.ndarray:
+        """The joint positions of a robot, in ``robot_joint_names`` order."""
+        return self._checked_q(q)[self._robot(robot).q_idx].copy()
+
+    def object_pose(self, q: np.ndarray, object: str) -> RigidTransform:
+        """The world pose of an object's base body at q."""
+        info = self._object(object)
+        self.model.set_positions(self._checked_q(q))
+        plant = self.model.plant
+        body = plant.GetBodyByName(info.base_body, info.instance)
+        return plant.EvalBodyPoseInWorld(self.model.plant_context, body)
+
+    def min_signed_distance(self, q: np.ndarray) -> float:
+        """The smallest signed distance over all collision pairs at q (inf if none)."""
+        self.model.set_positions(self._checked_q(q))
+        pairs = self.model.query_object().ComputeSignedDistancePairwiseClosestPoints(np.inf)
+        return min((p.distance for p in pairs), default=np.inf)
+
+    def step(self, q: np.ndarray, v_cmd: Mapping[str, np.ndarray],
+             q_ref: Optional[np.ndarray] = None) -> StepResult:
+        """Advance q by one time step h under the robots' velocity commands.
+
+        ``v_cmd`` maps robot names to joint velocities (robots left out hold still).
+        The input q is never modified.  Bad input raises CommandError and
+        changes nothing; a failed solve returns a result with q_next = q.
+        """
+        start = time.perf_counter()
+        q = self._checked_q(q).copy()
+        v_bar = self._checked_command(v_cmd)
+        q_ref = self._start_reference(q, q_ref)
+        q_ref_next = q_ref + self.h * v_bar
+        tolerance = self.scenario.contact_detection_tolerance
+        for resolves in range(MAX_RESOLVES + 1):
+            pairs = self._pairs(q, tolerance)
+            self.model.set_positions(q)
+            contacts = self.detector.detect(tolerance, pairs)
+            solution = self._solve(q, q_ref_next, contacts)
+            if solution.v is None:
+                return self._failure(q, q_ref, contacts, solution, start)
+            q_next = self._integrate(q, solution.v)
+            wider = self._tolerance_for_missed_pairs(q, q_next, contacts)
+            if wider is None or resolves == MAX_RESOLVES:
+                break
+            tolerance = max(tolerance, wider)
+        result = StepResult(
+            q_next=q_next, status=solution.status, solve_time=solution.solve_time,
+            q_ref_next=q_ref_next, v=solution.v, contact_set=contacts,
+            forces_W=solution.impulses_W / self.h, step_time=time.perf_counter() - start,
+            resolves=resolves, min_phi_next=self._min_phi_cached())
+        self._last = result
+        return result
+
+    def reset(self) -> None:
+        """Forget the carried-over reference: the next step starts without preload."""
+        self._last = None
+
+    # ----- the step ----------------------------------------------------------
+    def _solve(self, q: np.ndarray, q_ref_next: np.ndarray,
+               contacts: ContactSet) -> QpStepSolution:
+        plant, context = self.model.plant, self.model.plant_context
+        idx_u = self._object_v_idx
+        M_u = plant.CalcMassMatrix(context)[np.ix_(idx_u, idx_u)]
+        if not self.scenario.quasi_dynamic:
+            M_u = self._inertia_scale * M_u
+        tau_g = plant.CalcGravityGeneralizedForces(context)[idx_u]
+        cost = qp_cost(self.model.n_v, self.h, self._robot_v_idx, self._stiffness,
+                       q[self._robot_q_idx], q_ref_next, idx_u, M_u, tau_g)
+        v_lower, v_upper = self._velocity_bounds(q)
+        return solve_qp_step(cost, contacts, self.h, v_lower, v_upper)
+
+    def _integrate(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """q_next = q + h N(q) v, then unit quaternions (design step 5)."""
+        qdot = self.model.plant.MapVelocityToQDot(self.model.plant_context, v)
+        q_next = q + self.h * qdot
+        for s in self.model.quaternion_starts:
+            q_next[s:s + 4] /= np.linalg.norm(q_next[s:s + 4])
+        return q_next
+
+    def _tolerance_for_missed_pairs(self, q: np.ndarray, q_next: np.ndarray,
+                                    contacts: ContactSet) -> Optional[float]:
+        """A detection tolerance that catches every pair penetrating at q_next, or None.
+
+        A body can move further in one step than the detection tolerance (an
+        object falling free, say).  When bodies that were not in the contact set
+        penetrate after the step, the step is solved again from q with a
+        tolerance wide enough to include them.
+        """
+        known = set(zip(contacts.body_a, contacts.body_b))
+        geometries = self.model.geometries
+        missed = [p for p in self._pairs(q_next, self.scenario.contact_detection_tolerance)
+                  if p.distance < -PENETRATION_ALLOWANCE
+                  and (geometries[p.id_A].body_name, geometries[p.id_B].body_name) not in known]
+        if not missed:
+            return None
+        self.model.set_positions(q)
+        query = self.model.query_object()
+        distances = [query.ComputeSignedDistancePairClosestPoints(p.id_A, p.id_B).distance
+                     for p in missed]
+        return max(distances) + self.scenario.contact_detection_tolerance
+
+    def _pairs(self, q: np.ndarray, tolerance: float) -> list:
+        """Signed-distance pairs within tolerance at q, cached for the next step."""
+        key = q.tobytes() + np.float64(tolerance).tobytes()
+        if self._pairs_cache is None or self._pairs_cache[0] != key:
+            self.model.set_positions(q)
+            pairs = self.model.query_object().ComputeSignedDistancePairwiseClosestPoints(
+                tolerance)
+            self._pairs_cache = (key, pairs)
+        return self._pairs_cache[1]
+
+    def _min_phi_cached(self) -> float:
+        pairs = self._pairs_cache[1] if self._pairs_cache else []
+        return min((p.distance for p in pairs), default=np.inf)
+
+    def _failure(self, q, q_ref, contacts, solution, start) -> StepResult:
+        return StepResult(q_next=q, status=solution.status, solve_time=solution.solve_time,
+                          q_ref_next=q_ref, v=None, contact_set=contacts,
+                          forces_W=np.zeros((contacts.n_c, 3)),
+                          step_time=time.perf_counter() - start)
+
+    # ----- set-up helpers ------------------------------------------------------
+    def _object_inertia_scale(self) -> float:
+        idx = self._object_v_idx
+        self.model.set_positions(self.model.q_default)
+        M_u = self.model.plant.CalcMassMatrix(self.model.plant_context)[np.ix_(idx, idx)]
+        return quasi_static_inertia_scale(self.h, self._stiffness, M_u,
+                                          self.scenario.quasi_static_inertia_ratio)
+
+    def _position_limits(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(q index, v index, lower, upper) of every 1-DOF joint with finite limits."""
+        plant = self.model.plant
+        lo, hi = plant.GetPositionLowerLimits(), plant.GetPositionUpperLimits()
+        q_idx, v_idx = [], []
+        for j in range(plant.num_joints()):
+            joint = plant.get_joint(JointIndex(j))
+            if joint.num_positions() == 1 and joint.num_velocities() == 1:
+                s = joint.position_start()
+                if np.isfinite(lo[s]) or np.isfinite(hi[s]):
+                    q_idx.append(s)
+                    v_idx.append(joint.velocity_start())
+        q_idx, v_idx = np.array(q_idx, dtype=int), np.array(v_idx, dtype=int)
+        return q_idx, v_idx, lo[q_idx], hi[q_idx]
+
+    def _velocity_bounds(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Joint limits as bounds on v'; a joint already beyond a limit may stay there."""
+        q_idx, v_idx, lo, hi = self._limits
+        v_lower = np.full(self.model.n_v, -np.inf)
+        v_upper = np.full(self.model.n_v, np.inf)
+        q_j = q[q_idx]
+        v_lower[v_idx] = (np.minimum(lo, q_j) - q_j) / self.h
+        v_upper[v_idx] = (np.maximum(hi, q_j) - q_j) / self.h
+        return v_lower, v_upper
+
+    # ----- input checking --------------------------------------------------------
+    def _robot(self, name: str):
+        try:
+            return self.model.robot(name)
+        except KeyError as err:
+            raise CommandError(err.args[0]) from None
+
+    def _object(self, name: str):
+        try:
+            return self.model.object(name)
+        except KeyError as err:
+            raise CommandError(err.args[0]) from None
+
+    def _checked_q(self, q) -> np.ndarray:
+        q = np.asarray(q, dtype=float)
+        if q.shape != (self.model.n_q,):
+            raise CommandError(f"q must have shape ({self.model.n_q},) for this scenario, "
+                               f"got {q.shape}. Fix: start from default_positions().")
+        if not np.all(np.isfinite(q)):
+            raise CommandError(f"q has non-finite entries at {np.flatnonzero(~np.isfinite(q))}.")
+        return q
+
+    def _checked_command(self, v_cmd: Mapping[str, np.ndarray]) -> np.ndarray:
+        if not isinstance(v_cmd, Mapping):
+            raise CommandError("v_cmd must map robot names to velocity arrays, got "
+                               f"{type(v_cmd).__name__}.")
+        v_bar = np.zeros(len(self._robot_v_idx))
+        offset = 0
+        known = {r.name for r in self.model.robots}
+        unknown = sorted(set(v_cmd) - known)
+        if unknown:
+            raise CommandError(f"v_cmd names unknown robot(s) {unknown}. "
+                               f"Robots in this scenario: {sorted(known)}.")
+        for robot in self.model.robots:
+            n = len(robot.joint_names)
+            if robot.name in v_cmd:
+                v_bar[offset:offset + n] = self._checked_vector(
+                    v_cmd[robot.name], n, f"v_cmd[{robot.name!r}]", robot.joint_names)
+            offset += n
+        return v_bar
+
+    @staticmethod
+    def _checked_vector(value, n: int, where: str, names) -> np.ndarray:
+        try:
+            vec = np.asarray(value, dtype=float).reshape(-1)
+        except (TypeError, ValueError):
+            raise CommandError(f"{where} must be {n} numbers, got {value!r}.") from None
+        if vec.size != n:
+            raise CommandError(f"{where} has {vec.size} entries; expected {n}, one per "
+                               f"joint {list(names)}.")
+        if not np.all(np.isfinite(vec)):
+            bad = [names[i] for i in np.flatnonzero(~np.isfinite(vec))]
+            raise CommandError(f"{where} is not finite for joint(s) {bad}: {vec.tolist()}.")
+        return vec
+
+    def _start_reference(self, q: np.ndarray, q_ref: Optional[np.ndarray]) -> np.ndarray:
+        if q_ref is not None:
+            names = [f"{r.name}/{j}" for r in self.model.robots for j in r.joint_names]
+            return self._checked_vector(q_ref, len(self._robot_q_idx), "q_ref", names)
+        if self._last is not None and np.array_equal(q, self._last.q_next):
+            return self._last.q_ref_next.copy()
+        return q[self._robot_q_idx].copy()
+
+
+def _concat(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts).astype(int) if parts else np.zeros(0, dtype=int)
