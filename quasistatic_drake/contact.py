@@ -14,8 +14,10 @@ This module imports neither Drake nor ROS.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 
@@ -53,20 +55,28 @@ class ContactSet:
                           point_B_W=np.zeros((0, 3)), body_a=(), body_b=())
 
 
+@numba.njit(cache=True)
 def tangent_directions(normals: np.ndarray, n_d: int) -> np.ndarray:
-    """Return a balanced set of n_d unit tangents for each normal (k x 3) -> (k, n_d, 3).
+    """
+    Return a balanced set of n_d unit tangents for each normal (k x 3) -> (k, n_d, 3).
 
     The tangents are evenly spaced in the tangent plane, d_j = cos(2 pi j / n_d) t1 +
     sin(2 pi j / n_d) t2, so for even n_d the set is balanced (seed 000, eq. 4).
     """
-    normals = np.atleast_2d(normals)
-    helper = np.where(np.abs(normals[:, :1]) < 0.9, [[1.0, 0.0, 0.0]], [[0.0, 1.0, 0.0]])
-    t1 = np.cross(normals, helper)
-    t1 /= np.linalg.norm(t1, axis=1, keepdims=True)
-    t2 = np.cross(normals, t1)
-    angles = np.arange(n_d) * (2.0 * np.pi / n_d)
-    return (np.cos(angles)[None, :, None] * t1[:, None, :]
-            + np.sin(angles)[None, :, None] * t2[:, None, :])
+    out = np.empty((normals.shape[0], n_d, 3))
+    for i in range(normals.shape[0]):
+        nx, ny, nz = normals[i, 0], normals[i, 1], normals[i, 2]
+        if abs(nx) < 0.9:                      # t1 = n x e_x
+            t1 = np.array([0.0, nz, -ny])
+        else:                                  # t1 = n x e_y
+            t1 = np.array([-nz, 0.0, nx])
+        t1 /= math.sqrt(t1 @ t1)
+        t2 = np.array([ny * t1[2] - nz * t1[1], nz * t1[0] - nx * t1[2],
+                       nx * t1[1] - ny * t1[0]])
+        for j in range(n_d):
+            angle = 2.0 * math.pi * j / n_d
+            out[i, j] = math.cos(angle) * t1 + math.sin(angle) * t2
+    return out
 
 
 def combine_friction(mu_a: float, mu_b: float) -> float:

@@ -5,160 +5,221 @@ per geometry pair, and one point cannot hold a face: a box resting on a table
 would pivot about it.  For every pair within the detection tolerance we add
 the feature points of each geometry (box vertices, cylinder rim points and
 rim extremes, capsule end caps; shapes.py) tested against the exact signed
-distance field of the other.  Near-duplicate points are merged.  Jacobians
-come from one spatial Jacobian per body, shifted to each contact point.
+distance field of the other.  Near-duplicate points are merged.  All pairs'
+points go through one compiled kernel (manifold.py), and the Jacobians come
+from one spatial Jacobian per body, shifted to each contact point.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 from pydrake.multibody.tree import BodyIndex, JacobianWrtVariable
 
 from quasistatic_drake.contact import ContactSet, combine_friction, tangent_directions
-from quasistatic_drake.model import GeometryInfo, QuasistaticModel
-from quasistatic_drake.shapes import feature_points, signed_distance
+from quasistatic_drake.manifold import contact_jacobians, pair_manifolds
+from quasistatic_drake.model import QuasistaticModel
+from quasistatic_drake.shapes import CYLINDER, feature_points
 
-MERGE_DISTANCE = 1e-3      # [m] points of one pair closer than this are one contact
-MERGE_COS = np.cos(np.deg2rad(5.0))
-FACE_PHI_TOLERANCE = 1e-6  # [m]
+
+@dataclass(frozen=True)
+class PairProximity:
+    """Stands in for Drake's SignedDistancePair where Drake's query failed.
+
+    FCL's GJK/EPA can throw on exactly touching boxes; such a pair has no
+    closest points (``nhat_BA_W`` is None) and relies on its feature points.
+    """
+
+    id_A: object
+    id_B: object
+    distance: float = np.nan
+    p_ACa: Optional[np.ndarray] = None
+    p_BCb: Optional[np.ndarray] = None
+    nhat_BA_W: Optional[np.ndarray] = None
+
+
+def proximity_pairs(model: QuasistaticModel, tolerance: float) -> list:
+    """Return the signed-distance pairs within ``tolerance`` at the model's configuration.
+
+    Uses SceneGraph's pairwise query; if it throws, each candidate pair whose
+    bounding spheres come within the tolerance is queried on its own, and a
+    pair that still fails becomes a :class:`PairProximity` without closest points.
+    """
+    query = model.query_object()
+    try:
+        return list(query.ComputeSignedDistancePairwiseClosestPoints(tolerance))
+    except RuntimeError:
+        pass
+    pairs = []
+    for id_a, id_b in model.candidate_pairs:
+        reach = (model.geometries[id_a].shape.bounding_radius
+                 + model.geometries[id_b].shape.bounding_radius + tolerance)
+        gap = query.GetPoseInWorld(id_a).translation() - query.GetPoseInWorld(id_b).translation()
+        if np.isfinite(reach) and gap @ gap > reach * reach:
+            continue
+        try:
+            pair = query.ComputeSignedDistancePairClosestPoints(id_a, id_b)
+        except RuntimeError:
+            pairs.append(PairProximity(id_a, id_b))
+            continue
+        if pair.distance <= tolerance:
+            pairs.append(pair)
+    return pairs
+
+
+@dataclass(frozen=True)
+class _PairPlan:
+    """The fixed part of one geometry pair's blocks (feature points vs a field)."""
+
+    a_is_feature: np.ndarray     # (b,) which geometry carries the features
+    feature_kind: np.ndarray     # (b,)
+    feature_params: np.ndarray   # (b, 5)
+    field_kind: np.ndarray       # (b,)
+    field_params: np.ndarray     # (b, 5)
+    counts: np.ndarray           # (b,) feature points per block
+    centres: np.ndarray          # (k, 3) feature centres, each in its geometry's frame
+    radii: np.ndarray            # (k,)
 
 
 class ContactDetector:
     """Builds the ContactSet of the model's current configuration."""
 
     def __init__(self, model: QuasistaticModel, n_d: int):
+        """Use ``n_d`` friction directions per contact."""
         self.model = model
         self.n_d = n_d
+        self._plans: dict = {}
 
     def detect(self, tolerance: float, pairs=None) -> ContactSet:
-        """Return all contacts at the model's configuration.
-
-        ``pairs`` are SceneGraph's signed-distance pairs within ``tolerance`` at
-        that configuration, when the caller already has them.
         """
-        query = self.model.query_object()
+        Return all contacts at the model's configuration.
+
+        ``pairs`` are :func:`proximity_pairs` within ``tolerance`` at that
+        configuration, when the caller already has them.
+        """
         if pairs is None:
-            pairs = query.ComputeSignedDistancePairwiseClosestPoints(tolerance)
-        rows = []
-        for pair in pairs:
-            info_a = self.model.geometries[pair.id_A]
-            info_b = self.model.geometries[pair.id_B]
-            if not (info_a.moves or info_b.moves):
-                continue
-            X_WA = query.GetPoseInWorld(pair.id_A)
-            X_WB = query.GetPoseInWorld(pair.id_B)
-            points = _pair_manifold(pair, info_a, info_b, X_WA, X_WB, tolerance)
-            rows.append((info_a, info_b, combine_friction(info_a.mu, info_b.mu), points))
-        if not rows:
+            pairs = proximity_pairs(self.model, tolerance)
+        geometries = self.model.geometries
+        pairs = [p for p in pairs if geometries[p.id_A].moves or geometries[p.id_B].moves]
+        if not pairs:
             return ContactSet.empty(self.model.n_v, self.n_d)
-        return self._contact_set(rows)
+        slots, R, o = self._frames(pairs)
+        slot_A = np.array([slots[p.id_A] for p in pairs])
+        slot_B = np.array([slots[p.id_B] for p in pairs])
+        normals = np.array([_pair_normal(p, o[a], o[b]) for p, a, b in zip(pairs, slot_A, slot_B)])
+        points = pair_manifolds(R, o, normals, *_closest_points(pairs, R, o, slot_A, slot_B),
+                                *self._blocks(pairs, slot_A, slot_B), tolerance)
+        return self._contact_set(pairs, *points)
 
-    def _contact_set(self, rows) -> ContactSet:
-        phi = np.concatenate([p[0] for *_, p in rows])
-        p_A = np.vstack([p[1] for *_, p in rows])
-        p_B = np.vstack([p[2] for *_, p in rows])
-        normal = np.vstack([p[3] for *_, p in rows])
-        counts = [len(p[0]) for *_, p in rows]
-        body_a = np.repeat([a.body_index for a, *_ in rows], counts)
-        body_b = np.repeat([b.body_index for _, b, *_ in rows], counts)
-        J_rel = self._point_jacobians(body_b, p_B) - self._point_jacobians(body_a, p_A)
+    def _frames(self, pairs) -> tuple:
+        """Slots of the geometries in ``pairs`` and their stacked world rotations and origins."""
+        query = self.model.query_object()
+        slots, rotations, origins = {}, [], []
+        for p in pairs:
+            for gid in (p.id_A, p.id_B):
+                if gid not in slots:
+                    slots[gid] = len(slots)
+                    X = query.GetPoseInWorld(gid)
+                    rotations.append(X.rotation().matrix())
+                    origins.append(X.translation())
+        return slots, np.array(rotations), np.array(origins)
+
+    def _plan(self, id_a, id_b) -> _PairPlan:
+        key = (id_a, id_b)
+        if key not in self._plans:
+            geometries = self.model.geometries
+            blocks = []
+            for feat, field, a_is_feature in ((id_a, id_b, True), (id_b, id_a, False)):
+                centres, radii = feature_points(geometries[feat].shape)
+                if geometries[field].shape.has_distance_field and (
+                        len(radii) or geometries[feat].shape.kind == CYLINDER):
+                    blocks.append((geometries[feat].shape, geometries[field].shape,
+                                   a_is_feature, centres, radii))
+            self._plans[key] = _PairPlan(
+                a_is_feature=np.array([b[2] for b in blocks], dtype=np.bool_),
+                feature_kind=np.array([b[0].kind for b in blocks], dtype=np.int64),
+                feature_params=np.array([b[0].params for b in blocks]).reshape(-1, 5),
+                field_kind=np.array([b[1].kind for b in blocks], dtype=np.int64),
+                field_params=np.array([b[1].params for b in blocks]).reshape(-1, 5),
+                counts=np.array([len(b[4]) for b in blocks], dtype=np.int64),
+                centres=np.vstack([b[3] for b in blocks] or [np.zeros((0, 3))]),
+                radii=np.concatenate([b[4] for b in blocks] or [np.zeros(0)]))
+        return self._plans[key]
+
+    def _blocks(self, pairs, slot_A, slot_B) -> tuple:
+        """The block arrays of pair_manifolds for all pairs."""
+        plans = [self._plan(p.id_A, p.id_B) for p in pairs]
+        block_pair = np.repeat(np.arange(len(plans)), [len(p.counts) for p in plans])
+        a_is_feature = np.concatenate([p.a_is_feature for p in plans])
+        counts = np.concatenate([p.counts for p in plans])
+        return (block_pair,
+                np.where(a_is_feature, slot_A[block_pair], slot_B[block_pair]),
+                np.where(a_is_feature, slot_B[block_pair], slot_A[block_pair]),
+                a_is_feature,
+                np.concatenate([p.feature_kind for p in plans]),
+                np.concatenate([p.feature_params for p in plans]),
+                np.concatenate([p.field_kind for p in plans]),
+                np.concatenate([p.field_params for p in plans]),
+                np.concatenate([[0], np.cumsum(counts)]),
+                np.concatenate([p.centres for p in plans]),
+                np.concatenate([p.radii for p in plans]))
+
+    def _contact_set(self, pairs, phi, p_A, p_B, normal, pair) -> ContactSet:
+        geometries = self.model.geometries
+        info_a = [geometries[p.id_A] for p in pairs]
+        info_b = [geometries[p.id_B] for p in pairs]
+        bodies = sorted({g.body_index for g in info_a + info_b})
+        J_w, J_v, origins, moving = self._body_jacobians(bodies)
+        slot = {b: (i if moving[i] else -1) for i, b in enumerate(bodies)}
         tangents = tangent_directions(normal, self.n_d)
-        J_n = np.einsum("ck,ckv->cv", normal, J_rel)
-        J_f = np.einsum("cjk,ckv->cjv", tangents, J_rel).reshape(-1, self.model.n_v)
+        J_n, J_f = contact_jacobians(
+            p_A, p_B, normal, tangents,
+            np.array([slot[g.body_index] for g in info_a], dtype=np.int64)[pair],
+            np.array([slot[g.body_index] for g in info_b], dtype=np.int64)[pair],
+            J_w, J_v, origins)
+        mu = np.array([combine_friction(a.mu, b.mu) for a, b in zip(info_a, info_b)])
         return ContactSet(
-            phi=phi, J_n=J_n, J_f=J_f,
-            mu=np.repeat([mu for _, _, mu, _ in rows], counts),
-            normal_W=normal, tangents_W=tangents, point_A_W=p_A, point_B_W=p_B,
-            body_a=tuple(np.repeat([a.body_name for a, *_ in rows], counts)),
-            body_b=tuple(np.repeat([b.body_name for _, b, *_ in rows], counts)))
+            phi=phi, J_n=J_n, J_f=J_f, mu=mu[pair], normal_W=normal,
+            tangents_W=tangents, point_A_W=p_A, point_B_W=p_B,
+            body_a=tuple(np.array([g.body_name for g in info_a], dtype=object)[pair]),
+            body_b=tuple(np.array([g.body_name for g in info_b], dtype=object)[pair]))
 
-    def _point_jacobians(self, bodies: np.ndarray, points_W: np.ndarray) -> np.ndarray:
-        """Translational Jacobians (k, 3, n_v) of points fixed to the given bodies.
-
-        v_P = v_Bo + w_B x (p_P - p_Bo), so J_P = J_v - [p_P - p_Bo]x J_w.
-        """
+    def _body_jacobians(self, bodies: list) -> tuple:
+        """Stacked J_w, J_v (n_b x 3 x n_v) of body origins, the origins, and which move."""
         plant, context = self.model.plant, self.model.plant_context
-        out = np.zeros((len(bodies), 3, self.model.n_v))
-        for index in np.unique(bodies):
+        world = plant.world_frame()
+        J, origins = [], []
+        for index in bodies:
             body = plant.get_body(BodyIndex(int(index)))
-            mask = bodies == index
-            J = plant.CalcJacobianSpatialVelocity(
-                context, JacobianWrtVariable.kV, body.body_frame(), np.zeros(3),
-                plant.world_frame(), plant.world_frame())
-            if not J.any():
-                continue
-            r = points_W[mask] - plant.EvalBodyPoseInWorld(context, body).translation()
-            J_w, J_v = J[:3], J[3:]
-            out[mask] = J_v[None] + np.cross(J_w.T[None], r[:, None, :]).transpose(0, 2, 1)
-        return out
+            J.append(plant.CalcJacobianSpatialVelocity(
+                context, JacobianWrtVariable.kV, body.body_frame(), _ORIGIN, world, world))
+            origins.append(plant.EvalBodyPoseInWorld(context, body).translation())
+        J = np.array(J)
+        return (np.ascontiguousarray(J[:, :3]), np.ascontiguousarray(J[:, 3:]),
+                np.array(origins), J.any(axis=(1, 2)))
 
 
-def _pair_manifold(pair, info_a: GeometryInfo, info_b: GeometryInfo, X_WA, X_WB,
-                   tolerance: float):
-    """Contact points of one geometry pair: (phi, p_A, p_B, n_AB), n pointing A -> B."""
-    n_AB = -np.asarray(pair.nhat_BA_W)
-    phi, p_A, p_B, normals = [np.zeros(0)], [np.zeros((0, 3))], [np.zeros((0, 3))], []
-    if info_b.shape.has_distance_field:
-        _add_features(info_a, X_WA, info_b, X_WB, n_AB, tolerance, phi, p_A, p_B, normals,
-                      a_is_feature=True)
-    if info_a.shape.has_distance_field:
-        _add_features(info_b, X_WB, info_a, X_WA, -n_AB, tolerance, phi, p_B, p_A, normals,
-                      a_is_feature=False)
-    if not _covers_face(np.concatenate(phi), np.vstack(normals or [np.zeros((0, 3))]),
-                        pair.distance, n_AB):
-        phi.append(np.array([pair.distance]))
-        p_A.append(np.atleast_2d(X_WA.multiply(pair.p_ACa)))
-        p_B.append(np.atleast_2d(X_WB.multiply(pair.p_BCb)))
-        normals.append(n_AB[None, :])
-    return _merge(np.concatenate(phi), np.vstack(p_A), np.vstack(p_B), np.vstack(normals))
+_ORIGIN = np.zeros(3)
 
 
-def _covers_face(phi, normals, closest_phi: float, closest_normal) -> bool:
-    """True when at least three feature points lie on the closest pair's face.
-
-    Drake's closest point of a face-on-face contact sits at an arbitrary spot of
-    the overlap; its constraint is then a convex combination of the feature
-    points' constraints, and leaving it in only adds an asymmetric, redundant row.
-    """
-    if len(phi) < 3:
-        return False
-    on_face = (np.abs(phi - closest_phi) <= FACE_PHI_TOLERANCE) & (
-        normals @ closest_normal > MERGE_COS)
-    return int(on_face.sum()) >= 3
+def _pair_normal(pair, o_A, o_B) -> np.ndarray:
+    """Return the unit normal from A to B: Drake's, or centre to centre if Drake failed."""
+    if pair.nhat_BA_W is not None:
+        return -np.asarray(pair.nhat_BA_W)
+    gap = o_B - o_A
+    return gap / max(np.linalg.norm(gap), 1e-12)
 
 
-def _add_features(feat_info, X_WF, field_info, X_WS, n_to_field, tolerance,
-                  phi, p_feat, p_field, normals, a_is_feature: bool) -> None:
-    """Test the feature points of one geometry against the other's distance field.
-
-    ``n_to_field`` points from the feature geometry towards the field geometry.
-    The appended normal is always A -> B.
-    """
-    R_WF = X_WF.rotation().matrix()
-    centres_F, radii = feature_points(feat_info.shape, R_WF.T @ n_to_field)
-    if not len(radii):
-        return
-    centres_W = centres_F @ R_WF.T + X_WF.translation()
-    R_WS = X_WS.rotation().matrix()
-    d, grad_S = signed_distance(field_info.shape, (centres_W - X_WS.translation()) @ R_WS)
-    keep = d - radii <= tolerance
-    if not keep.any():
-        return
-    out_W = grad_S[keep] @ R_WS.T          # outward normal of the field geometry
-    c, d, r = centres_W[keep], d[keep], radii[keep]
-    phi.append(d - r)
-    p_feat.append(c - r[:, None] * out_W)
-    p_field.append(c - d[:, None] * out_W)
-    normals.append(-out_W if a_is_feature else out_W)
-
-
-def _merge(phi, p_A, p_B, normals):
-    """Drop points within MERGE_DISTANCE of an earlier one with a similar normal."""
-    keep = []
-    for i in np.argsort(phi, kind="stable"):
-        close = [k for k in keep if np.linalg.norm(p_A[k] - p_A[i]) < MERGE_DISTANCE
-                 and normals[k] @ normals[i] > MERGE_COS]
-        if not close:
-            keep.append(i)
-    keep = np.array(sorted(keep), dtype=int)
-    return phi[keep], p_A[keep], p_B[keep], normals[keep]
+def _closest_points(pairs, R, o, slot_A, slot_B) -> tuple:
+    """Per pair: has Drake's closest points, their phi, and the world points on A and B."""
+    has = np.array([p.nhat_BA_W is not None for p in pairs], dtype=np.bool_)
+    phi = np.array([p.distance if h else np.inf for p, h in zip(pairs, has)])
+    on_a = np.zeros((len(pairs), 3))
+    on_b = np.zeros((len(pairs), 3))
+    for k, p in enumerate(pairs):
+        if has[k]:
+            on_a[k] = R[slot_A[k]] @ p.p_ACa + o[slot_A[k]]
+            on_b[k] = R[slot_B[k]] @ p.p_BCb + o[slot_B[k]]
+    return has, phi, on_a, on_b

@@ -113,6 +113,7 @@ class QuasistaticModel:
         self._check_environment(instances)
         self._set_initial_positions(instances)
         self.geometries = self._geometry_infos(instances)
+        self.candidate_pairs = self._candidate_pairs()
         self.quaternion_starts = self._quaternion_starts()
         self.q_default = self.plant.GetPositions(self.plant_context).copy()
         self._q_set: Optional[np.ndarray] = None
@@ -297,6 +298,14 @@ class QuasistaticModel:
                         moves=b not in welded)
         self._check_halfspaces(infos)
         return infos
+
+    def _candidate_pairs(self) -> list:
+        """Geometry pairs that may touch: not filtered by Drake, at least one moving."""
+        inspector = self.scene_graph.model_inspector()
+        ids = sorted(self.geometries, key=lambda g: g.get_value())
+        return [(a, b) for i, a in enumerate(ids) for b in ids[i + 1:]
+                if (self.geometries[a].moves or self.geometries[b].moves)
+                and not inspector.CollisionFiltered(a, b)]
 
     def _friction(self, inspector, gid, file_sets_it: bool) -> float:
         if not file_sets_it:

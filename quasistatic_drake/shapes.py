@@ -1,156 +1,197 @@
-"""Primitive shapes: signed distance from points, and the feature points of a shape.
+"""
+Primitive shapes: signed distance from points, and the feature points of a shape.
 
-Pure numpy, no Drake.  Everything is expressed in the shape's own frame G, with
-Drake's conventions: a box is centred with half extents ``half``; a cylinder and
-a capsule are centred with their axis along z and half length ``half_length``;
-a half space is z <= 0 with outward normal +z.
+Pure numerics (numpy and numba), no Drake.  Everything is expressed in the
+shape's own frame G with Drake's conventions: a box is centred with half
+extents ``half``; a cylinder and a capsule are centred with their axis along z
+and half length ``half_length``; a half space is z <= 0 with outward normal +z.
 
-These functions build the contact manifold (see contact_detection.py): the
-feature points of one geometry (box vertices, cylinder rim points, capsule end
-spheres) are tested against the exact signed distance field of the other, so a
-face resting on a face yields several contact points instead of Drake's single
-closest pair.
+These functions build the contact manifold (manifold.py): the feature points
+of one geometry (box vertices, cylinder rim points, capsule end spheres) are
+tested against the exact signed distance field of the other, so a face
+resting on a face yields several contact points instead of Drake's single
+closest pair.  The distance fields are numba-compiled scalar functions, so the
+manifold of a whole scene is computed in one compiled call.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Optional
 
+import numba
 import numpy as np
 
-BOX, SPHERE, CYLINDER, CAPSULE, HALFSPACE, OTHER = (
-    "box", "sphere", "cylinder", "capsule", "halfspace", "other")
+# Shape kinds, as small integers so that compiled kernels can switch on them.
+BOX, SPHERE, CYLINDER, CAPSULE, HALFSPACE, OTHER = range(6)
+KIND_NAMES = ("box", "sphere", "cylinder", "capsule", "halfspace", "other")
 RIM_SAMPLES = 8  # points per cylinder rim; the rims' extreme points are added exactly
 
 
 @dataclass(frozen=True)
 class ShapeSpec:
-    """A primitive shape's kind and size, in metres.
+    """
+    A primitive shape's kind and size, in metres.
 
     box: ``half`` = half extents; sphere: ``radius``; cylinder and capsule:
-    ``radius`` and ``half_length``; halfspace: nothing; other (ellipsoid, mesh,
+    ``radius`` and ``half_length``; halfspace: nothing; OTHER (ellipsoid, mesh,
     convex): no analytic field, only Drake's closest point is used.
     """
 
-    kind: str
+    kind: int
     half: np.ndarray = field(default_factory=lambda: np.zeros(3))
     radius: float = 0.0
     half_length: float = 0.0
 
     @property
     def has_distance_field(self) -> bool:
-        """True when :func:`signed_distance` supports this shape."""
+        """Whether :func:`signed_distance` supports this shape."""
         return self.kind != OTHER
+
+    @property
+    def params(self) -> np.ndarray:
+        """Return the shape's size as [hx, hy, hz, radius, half_length] for the kernels."""
+        return np.array([*self.half, self.radius, self.half_length], dtype=float)
+
+    @property
+    def bounding_radius(self) -> float:
+        """Radius of a sphere about the frame origin that holds the shape (inf if unknown)."""
+        if self.kind == BOX:
+            return float(np.linalg.norm(self.half))
+        if self.kind == SPHERE:
+            return self.radius
+        if self.kind == CYLINDER:
+            return float(np.hypot(self.radius, self.half_length))
+        if self.kind == CAPSULE:
+            return self.radius + self.half_length
+        return np.inf
 
 
 def signed_distance(shape: ShapeSpec, p_G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Return the signed distance of points p_G (k x 3) and its unit gradient (k x 3).
+    """
+    Return the signed distance of points p_G (k x 3) and its unit gradient (k x 3).
 
     The gradient is the outward surface normal at the closest surface point;
     distances are negative inside.
     """
-    p_G = np.atleast_2d(p_G)
-    if shape.kind == BOX:
-        return _box_distance(shape.half, p_G)
-    if shape.kind == SPHERE:
-        d, g = _unit(p_G)
-        return d - shape.radius, g
-    if shape.kind == CYLINDER:
-        return _cylinder_distance(shape.radius, shape.half_length, p_G)
-    if shape.kind == CAPSULE:
-        axis_point = np.zeros_like(p_G)
-        axis_point[:, 2] = np.clip(p_G[:, 2], -shape.half_length, shape.half_length)
-        d, g = _unit(p_G - axis_point)
-        return d - shape.radius, g
-    if shape.kind == HALFSPACE:
-        g = np.zeros_like(p_G)
-        g[:, 2] = 1.0
-        return p_G[:, 2].copy(), g
-    raise ValueError(f"no analytic signed distance for shape kind {shape.kind!r}")
+    if not shape.has_distance_field:
+        raise ValueError(f"no analytic signed distance for a {KIND_NAMES[shape.kind]}")
+    p_G = np.atleast_2d(np.asarray(p_G, dtype=float))
+    d = np.empty(len(p_G))
+    grad = np.empty_like(p_G)
+    _distances(shape.kind, shape.params, p_G, d, grad)
+    return d, grad
 
 
-def feature_points(shape: ShapeSpec,
-                   direction_G: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
-    """Return the feature points (k x 3, frame G) of a shape and their radii (k,).
+@numba.njit(cache=True)
+def _distances(kind, params, points, d, grad):
+    for k in range(points.shape[0]):
+        d[k] = point_signed_distance(kind, params, points[k, 0], points[k, 1], points[k, 2],
+                                     grad[k])
+
+
+@numba.njit(cache=True)
+def point_signed_distance(kind, params, x, y, z, grad):
+    """Signed distance of point (x, y, z) to a shape; writes the unit gradient to grad."""
+    if kind == BOX:
+        return _box(params[0], params[1], params[2], x, y, z, grad)
+    if kind == SPHERE:
+        return _unit(x, y, z, grad) - params[3]
+    if kind == CYLINDER:
+        return _cylinder(params[3], params[4], x, y, z, grad)
+    if kind == CAPSULE:
+        return _unit(x, y, z - min(max(z, -params[4]), params[4]), grad) - params[3]
+    grad[0], grad[1], grad[2] = 0.0, 0.0, 1.0      # HALFSPACE
+    return z
+
+
+@numba.njit(cache=True)
+def _unit(x, y, z, out):
+    """Write (x, y, z) normalised to out (+z where it is zero) and return its norm."""
+    norm = math.sqrt(x * x + y * y + z * z)
+    if norm <= 1e-12:
+        out[0], out[1], out[2] = 0.0, 0.0, 1.0
+    else:
+        out[0], out[1], out[2] = x / norm, y / norm, z / norm
+    return norm
+
+
+@numba.njit(cache=True)
+def _box(hx, hy, hz, x, y, z, grad):
+    ex, ey, ez = abs(x) - hx, abs(y) - hy, abs(z) - hz     # > 0 beyond a face
+    sx, sy, sz = math.copysign(1.0, x), math.copysign(1.0, y), math.copysign(1.0, z)
+    if ex > 0.0 or ey > 0.0 or ez > 0.0:
+        return _unit(sx * max(ex, 0.0), sy * max(ey, 0.0), sz * max(ez, 0.0), grad)
+    grad[0], grad[1], grad[2] = 0.0, 0.0, 0.0                # inside: nearest face
+    if ex >= ey and ex >= ez:
+        grad[0] = sx
+        return ex
+    if ey >= ez:
+        grad[1] = sy
+        return ey
+    grad[2] = sz
+    return ez
+
+
+@numba.njit(cache=True)
+def _cylinder(radius, half_length, x, y, z, grad):
+    rho = math.sqrt(x * x + y * y)
+    ux, uy = (x / rho, y / rho) if rho > 1e-12 else (1.0, 0.0)
+    w_r, w_z = rho - radius, abs(z) - half_length
+    s_z = math.copysign(1.0, z)
+    if w_r > 0.0 or w_z > 0.0:
+        g_r, g_z = max(w_r, 0.0), max(w_z, 0.0)
+        d = math.sqrt(g_r * g_r + g_z * g_z)
+        g_r, g_z = g_r / d, g_z / d
+    elif w_r >= w_z:
+        d, g_r, g_z = w_r, 1.0, 0.0
+    else:
+        d, g_r, g_z = w_z, 0.0, 1.0
+    grad[0], grad[1], grad[2] = g_r * ux, g_r * uy, g_z * s_z
+    return d
+
+
+def feature_points(shape: ShapeSpec) -> tuple[np.ndarray, np.ndarray]:
+    """
+    Return the fixed feature points (k x 3, frame G) of a shape and their radii (k,).
 
     A feature is a sphere (centre, radius) on the shape's boundary whose signed
     distance to another geometry is ``d(centre) - radius``: box vertices and
-    cylinder rim points have radius 0, capsule end caps have the capsule radius.
-    ``direction_G`` (unit, frame G) is the direction towards the other geometry;
-    for a cylinder it adds each rim's extreme point along it, so a cylinder
-    lying on its side gets its exact line contact.  Spheres and shapes without
-    features return nothing: Drake's closest point already covers them.
+    cylinder rim samples have radius 0, capsule end caps have the capsule
+    radius.  Spheres and shapes without features return nothing: Drake's
+    closest point already covers them.  See also :func:`rim_extremes`.
     """
     if shape.kind == BOX:
-        return _box_vertices(shape.half), np.zeros(8)
+        signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
+        return signs * shape.half, np.zeros(8)
     if shape.kind == CAPSULE:
         ends = np.array([[0.0, 0.0, shape.half_length], [0.0, 0.0, -shape.half_length]])
         return ends, np.full(2, shape.radius)
     if shape.kind == CYLINDER:
-        points = _rim_points(shape.radius, shape.half_length, direction_G)
-        return points, np.zeros(len(points))
+        angles = np.arange(RIM_SAMPLES) * (2.0 * np.pi / RIM_SAMPLES)
+        circle = shape.radius * np.column_stack([np.cos(angles), np.sin(angles)])
+        return _on_both_rims(circle, shape.half_length), np.zeros(2 * RIM_SAMPLES)
     return np.zeros((0, 3)), np.zeros(0)
 
 
-def _unit(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Norms of the rows of v and the rows normalised (an arbitrary unit where zero)."""
-    norm = np.linalg.norm(v, axis=1)
-    g = np.empty_like(v)
-    ok = norm > 1e-12
-    g[ok] = v[ok] / norm[ok, None]
-    g[~ok] = (0.0, 0.0, 1.0)
-    return norm, g
+def rim_extremes(shape: ShapeSpec, direction_G: np.ndarray) -> np.ndarray:
+    """
+    Return a cylinder's two rim points farthest along ``direction_G`` (frame G).
+
+    With these, a cylinder lying on its side gets its exact line contact, and a
+    tipping cylinder its exact lowest rim point.  Empty when the direction is
+    along the axis (the rim samples cover that case) or the shape is no cylinder.
+    """
+    if shape.kind != CYLINDER:
+        return np.zeros((0, 3))
+    planar = np.asarray(direction_G, dtype=float)[:2]
+    norm = np.hypot(*planar)
+    if norm < 1e-9:
+        return np.zeros((0, 3))
+    return _on_both_rims((shape.radius / norm) * planar[None, :], shape.half_length)
 
 
-def _sign(x: np.ndarray) -> np.ndarray:
-    return np.where(x >= 0.0, 1.0, -1.0)
-
-
-def _box_distance(half: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    excess = np.abs(p) - half                         # > 0 beyond a face
-    outside = np.maximum(excess, 0.0)
-    out_norm, out_dir = _unit(outside * _sign(p))
-    axis = np.argmax(excess, axis=1)                  # nearest face when inside
-    rows = np.arange(len(p))
-    in_dir = np.zeros_like(p)
-    in_dir[rows, axis] = _sign(p[rows, axis])
-    inside = excess.max(axis=1) <= 0.0
-    d = np.where(inside, excess.max(axis=1), out_norm)
-    return d, np.where(inside[:, None], in_dir, out_dir)
-
-
-def _cylinder_distance(radius: float, half_length: float,
-                       p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    rho, radial = _unit(np.column_stack([p[:, 0], p[:, 1], np.zeros(len(p))]))
-    radial[rho <= 1e-12] = (1.0, 0.0, 0.0)
-    w = np.column_stack([rho - radius, np.abs(p[:, 2]) - half_length])
-    outside = np.maximum(w, 0.0)
-    out_norm = np.linalg.norm(outside, axis=1)
-    inside = w.max(axis=1) <= 0.0
-    grad_2d = np.where(inside[:, None], np.eye(2)[np.argmax(w, axis=1)],
-                       outside / np.maximum(out_norm, 1e-300)[:, None])
-    d = np.where(inside, w.max(axis=1), out_norm)
-    axial = np.zeros_like(p)
-    axial[:, 2] = _sign(p[:, 2])
-    return d, grad_2d[:, :1] * radial + grad_2d[:, 1:] * axial
-
-
-def _box_vertices(half: np.ndarray) -> np.ndarray:
-    signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)],
-                     dtype=float)
-    return signs * half
-
-
-def _rim_points(radius: float, half_length: float,
-                direction_G: Optional[np.ndarray]) -> np.ndarray:
-    angles = np.arange(RIM_SAMPLES) * (2.0 * np.pi / RIM_SAMPLES)
-    circle = radius * np.column_stack([np.cos(angles), np.sin(angles)])
-    if direction_G is not None:
-        planar = np.asarray(direction_G, dtype=float)[:2]
-        norm = np.linalg.norm(planar)
-        if norm > 1e-9:
-            circle = np.vstack([circle, radius * planar / norm])
+def _on_both_rims(circle: np.ndarray, half_length: float) -> np.ndarray:
     top = np.column_stack([circle, np.full(len(circle), half_length)])
     bottom = np.column_stack([circle, np.full(len(circle), -half_length)])
     return np.vstack([top, bottom])

@@ -32,7 +32,7 @@ from pydrake.math import RigidTransform
 from pydrake.multibody.tree import JointIndex
 
 from quasistatic_drake.contact import ContactSet
-from quasistatic_drake.contact_detection import ContactDetector
+from quasistatic_drake.contact_detection import ContactDetector, proximity_pairs
 from quasistatic_drake.formulations.qp import (QpStepSolution, qp_cost,
                                                quasi_static_inertia_scale, solve_qp_step)
 from quasistatic_drake.model import QuasistaticModel
@@ -100,6 +100,7 @@ class QuasistaticSimulator:
         self._robot_v_idx = _concat([r.v_idx for r in robots])
         self._stiffness = np.concatenate([r.stiffness for r in robots]) if robots else np.zeros(0)
         self._object_v_idx = _concat([o.v_idx for o in objects])
+        self._object_block = np.ix_(self._object_v_idx, self._object_v_idx)
         self._inertia_scale = self._object_inertia_scale()
         self._limits = self._position_limits()
         self._last: Optional[StepResult] = None
@@ -129,8 +130,8 @@ class QuasistaticSimulator:
     def min_signed_distance(self, q: np.ndarray) -> float:
         """The smallest signed distance over all collision pairs at q (inf if none)."""
         self.model.set_positions(self._checked_q(q))
-        pairs = self.model.query_object().ComputeSignedDistancePairwiseClosestPoints(np.inf)
-        return min((p.distance for p in pairs), default=np.inf)
+        contacts = self.detector.detect(np.inf)
+        return float(np.min(contacts.phi, initial=np.inf))
 
     def step(self, q: np.ndarray, v_cmd: Mapping[str, np.ndarray],
              q_ref: Optional[np.ndarray] = None) -> StepResult:
@@ -175,7 +176,7 @@ class QuasistaticSimulator:
                contacts: ContactSet) -> QpStepSolution:
         plant, context = self.model.plant, self.model.plant_context
         idx_u = self._object_v_idx
-        M_u = plant.CalcMassMatrix(context)[np.ix_(idx_u, idx_u)]
+        M_u = plant.CalcMassMatrix(context)[self._object_block]
         if not self.scenario.quasi_dynamic:
             M_u = self._inertia_scale * M_u
         tau_g = plant.CalcGravityGeneralizedForces(context)[idx_u]
@@ -210,8 +211,7 @@ class QuasistaticSimulator:
             return None
         self.model.set_positions(q)
         query = self.model.query_object()
-        distances = [query.ComputeSignedDistancePairClosestPoints(p.id_A, p.id_B).distance
-                     for p in missed]
+        distances = [_pair_distance(query, p) for p in missed]
         return max(distances) + self.scenario.contact_detection_tolerance
 
     def _pairs(self, q: np.ndarray, tolerance: float) -> list:
@@ -219,14 +219,12 @@ class QuasistaticSimulator:
         key = q.tobytes() + np.float64(tolerance).tobytes()
         if self._pairs_cache is None or self._pairs_cache[0] != key:
             self.model.set_positions(q)
-            pairs = self.model.query_object().ComputeSignedDistancePairwiseClosestPoints(
-                tolerance)
-            self._pairs_cache = (key, pairs)
+            self._pairs_cache = (key, proximity_pairs(self.model, tolerance))
         return self._pairs_cache[1]
 
     def _min_phi_cached(self) -> float:
         pairs = self._pairs_cache[1] if self._pairs_cache else []
-        return min((p.distance for p in pairs), default=np.inf)
+        return min((p.distance for p in pairs if np.isfinite(p.distance)), default=np.inf)
 
     def _failure(self, q, q_ref, contacts, solution, start) -> StepResult:
         return StepResult(q_next=q, status=solution.status, solve_time=solution.solve_time,
@@ -329,6 +327,14 @@ class QuasistaticSimulator:
         if self._last is not None and np.array_equal(q, self._last.q_next):
             return self._last.q_ref_next.copy()
         return q[self._robot_q_idx].copy()
+
+
+def _pair_distance(query, pair) -> float:
+    """Distance of a pair at the current configuration (0 where Drake's query fails)."""
+    try:
+        return query.ComputeSignedDistancePairClosestPoints(pair.id_A, pair.id_B).distance
+    except RuntimeError:
+        return 0.0
 
 
 def _concat(parts: list[np.ndarray]) -> np.ndarray:

@@ -35,22 +35,36 @@ class QpSolverResult:
 
 
 def solve_daqp(H, f, A, lower, x_lower, x_upper) -> QpSolverResult:
-    """DAQP, a dual active-set solver for small dense QPs (needs H positive definite)."""
+    """DAQP, a dual active-set solver for small dense QPs, on an equilibrated problem.
+
+    Variables are scaled so that H has a unit diagonal and constraint rows to
+    unit norm; contact QPs mix spring terms (h^2 K ~ 10) with object inertias
+    (~1e-4), and many sticking contacts make the active set degenerate.  DAQP's
+    proximal-point mode (``eps_prox``) keeps it robust there.
+    """
     import daqp
-    n = len(f)
-    upper = np.concatenate([np.minimum(x_upper, _INF), np.full(len(lower), _INF)])
-    low = np.concatenate([np.maximum(x_lower, -_INF), lower])
+    n, m = len(f), len(lower)
+    col = 1.0 / np.sqrt(H.diagonal())
+    A_s = A * col
+    row = 1.0 / np.maximum(np.sqrt(np.einsum("ij,ij->i", A_s, A_s)), 1e-12)
+    A_s *= row[:, None]
+    upper = np.full(n + m, _INF)
+    low = np.full(n + m, -_INF)
+    upper[:n] = np.minimum(x_upper / col, _INF)
+    low[:n] = np.maximum(x_lower / col, -_INF)
+    low[n:] = lower * row
     start = time.perf_counter()
-    x, _, exitflag, info = daqp.solve(H, f, A if len(lower) else np.zeros((0, n)),
-                                      upper, low)
+    x, _, exitflag, info = daqp.solve(H * np.outer(col, col), f * col, A_s, upper, low,
+                                      eps_prox=DAQP_EPS_PROX)
     elapsed = time.perf_counter() - start
     if exitflag not in (1, 2):
         return QpSolverResult(False, None, None, _DAQP_STATUS.get(exitflag, str(exitflag)),
                               elapsed)
-    return QpSolverResult(True, np.asarray(x), -np.asarray(info["lam"])[n:], "optimal",
-                          elapsed)
+    duals = -np.asarray(info["lam"])[n:] * row
+    return QpSolverResult(True, np.asarray(x) * col, duals, "optimal", elapsed)
 
 
+DAQP_EPS_PROX = 1e-6
 _DAQP_STATUS = {-1: "infeasible", -2: "cycling", -3: "unbounded", -4: "iteration limit",
                 -5: "nonconvex", -6: "overdetermined initial active set"}
 

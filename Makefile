@@ -1,0 +1,140 @@
+# quasistatic_drake: set-up, tests and demo (GNU make).
+#
+#   make test     set everything up (first run ~1-2 min), then run pytest
+#   make demo     set everything up, then run `quasistatic-drake demo`
+#   make lint     flake8 + pep257 + xmllint/package.xml tests only
+#   make clean    remove .venv and the build dirs
+#
+# Each set-up step writes a stamp file in $(VENV)/.stamps named after a hash
+# of its inputs, so a second run calls neither apt, pip nor cmake: it prints
+# "up to date, skipping" per step.  Editing an input (e.g. requirements.txt)
+# re-runs that step only.  `make clean` starts over.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := setup
+# All steps install into the same venv: never run them in parallel.
+.NOTPARALLEL:
+
+PYTHON ?= python3.11
+VENV ?= .venv
+BUILD_DIR ?= .build
+PYTEST_ARGS ?=
+PIP_ARGS ?=
+DEMO_ARGS ?=
+
+VPY := $(VENV)/bin/python
+STAMPS := $(VENV)/.stamps
+PIP_INSTALL := $(VPY) -m pip install --no-input --progress-bar off $(PIP_ARGS)
+
+# hash FILES...: short sha256 over the names and contents of FILES.
+hash = $(shell sha256sum $(1) 2>/dev/null | sha256sum | cut -c1-16)
+# files FIND-ARGS: regular files under dirs (sorted, missing dirs ignored).
+files = $(shell find $(1) -type f -not -name '*.pyc' 2>/dev/null | LC_ALL=C sort)
+
+REQ_HASH := $(call hash,requirements.txt)
+TF2_INPUTS := requirements.txt requirements-build.txt tools/build_tf2_msgs.sh \
+	$(call files,tools/tf2_msgs)
+TF2_HASH := $(call hash,$(TF2_INPUTS))
+# Editable install: Python sources need no re-install, only the metadata.
+# (setuptools' editable wheels skip data_files: nothing lands in
+# $(VENV)/share/quasistatic_drake; code must find urdf/ and config/ itself.)
+DEVELOP_INPUTS := setup.py setup.cfg package.xml
+DEVELOP_HASH := $(call hash,$(DEVELOP_INPUTS))
+
+REQ_STAMP := $(STAMPS)/requirements-$(REQ_HASH)
+TF2_STAMP := $(STAMPS)/tf2_msgs-$(TF2_HASH)
+DEVELOP_STAMP := $(STAMPS)/develop-$(DEVELOP_HASH)
+
+.PHONY: help setup system-deps venv deps tf2-msgs develop demo test lint clean
+
+help:
+	@sed -n '2,11p' Makefile | sed 's/^# \{0,1\}//'
+
+setup: system-deps venv deps tf2-msgs develop
+
+# Debian packages: xmllint (test/test_xmllint.py), cmake and a C++ compiler
+# (the tf2_msgs build).  apt runs only when one of them is missing.
+system-deps:
+	@missing=""; \
+	command -v xmllint >/dev/null 2>&1 || missing="$$missing libxml2-utils"; \
+	command -v cmake >/dev/null 2>&1 || missing="$$missing cmake"; \
+	{ command -v c++ >/dev/null 2>&1 && command -v cc >/dev/null 2>&1; } \
+	  || missing="$$missing build-essential"; \
+	if [ -z "$$missing" ]; then \
+	  echo "system-deps: xmllint, cmake, cc/c++ found, up to date, skipping"; \
+	  exit 0; \
+	fi; \
+	echo "system-deps: installing Debian packages:$$missing"; \
+	if [ "$$(id -u)" -eq 0 ]; then sudo=""; \
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
+	else \
+	  echo "ERROR: missing$$missing and not root (and no password-less sudo)." >&2; \
+	  echo "       Install them with: sudo apt-get install -y$$missing" >&2; \
+	  exit 1; \
+	fi; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	$$sudo apt-get update \
+	  || { echo "ERROR: apt-get update failed" >&2; exit 1; }; \
+	$$sudo apt-get install -y --no-install-recommends $$missing \
+	  || { echo "ERROR: apt-get install$$missing failed" >&2; exit 1; }
+
+venv:
+	@if [ -e "$(VPY)" ]; then \
+	  if ! "$(VPY)" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then \
+	    echo "ERROR: $(VENV) exists but $(VPY) is not a working Python 3.11" \
+	         "(the ROS 2 wheels are cp311 only). Run 'make clean' and retry." >&2; \
+	    exit 1; \
+	  fi; \
+	  echo "venv: $(VENV) exists, up to date, skipping"; \
+	else \
+	  command -v "$(PYTHON)" >/dev/null 2>&1 \
+	    || { echo "ERROR: '$(PYTHON)' not found; install Python 3.11 or run 'make PYTHON=/path/to/python3.11'" >&2; exit 1; }; \
+	  "$(PYTHON)" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
+	    || { echo "ERROR: '$(PYTHON)' is not Python 3.11 (the ROS 2 wheels are cp311 only)" >&2; exit 1; }; \
+	  echo "venv: creating $(VENV) with $$(command -v "$(PYTHON)")"; \
+	  "$(PYTHON)" -m venv "$(VENV)"; \
+	fi; \
+	mkdir -p "$(STAMPS)"
+
+deps: venv
+	@if [ -f "$(REQ_STAMP)" ]; then \
+	  echo "deps: requirements.txt ($(REQ_HASH)) up to date, skipping"; \
+	else \
+	  echo "deps: installing requirements.txt into $(VENV)"; \
+	  $(PIP_INSTALL) -r requirements.txt; \
+	  rm -f "$(STAMPS)"/requirements-*; touch "$(REQ_STAMP)"; \
+	fi
+
+tf2-msgs: system-deps deps
+	@if [ -f "$(TF2_STAMP)" ]; then \
+	  echo "tf2-msgs: tf2_msgs ($(TF2_HASH)) up to date, skipping"; \
+	else \
+	  echo "tf2-msgs: generating tf2_msgs into $(VENV) (tools/build_tf2_msgs.sh)"; \
+	  bash tools/build_tf2_msgs.sh "$(VENV)" "$(BUILD_DIR)/tf2_msgs"; \
+	  rm -f "$(STAMPS)"/tf2_msgs-*; touch "$(TF2_STAMP)"; \
+	fi
+
+develop: venv
+	@if [ -f "$(DEVELOP_STAMP)" ]; then \
+	  echo "develop: editable install of quasistatic_drake ($(DEVELOP_HASH)) up to date, skipping"; \
+	else \
+	  echo "develop: pip install --no-deps -e . into $(VENV)"; \
+	  $(PIP_INSTALL) --no-deps -e .; \
+	  rm -f "$(STAMPS)"/develop-*; touch "$(DEVELOP_STAMP)"; \
+	fi
+
+demo: setup
+	$(VENV)/bin/quasistatic-drake demo $(DEMO_ARGS)
+
+test: setup
+	$(VPY) -m pytest -q test $(PYTEST_ARGS)
+
+# Linters only (no tf2_msgs build needed): ament_flake8, ament_pep257,
+# xmllint and the package.xml checks.
+lint: system-deps deps
+	$(VPY) -m pytest -q test/test_flake8.py test/test_pep257.py test/test_xmllint.py \
+	  $(PYTEST_ARGS)
+
+clean:
+	rm -rf "$(VENV)" "$(BUILD_DIR)" build dist *.egg-info .pytest_cache

@@ -1,0 +1,197 @@
+"""
+Compiled kernels that turn geometry into contact rows: the manifold and the Jacobians.
+
+Pure numerics (numba), no Drake; contact_detection.py feeds them from SceneGraph
+and MultibodyPlant.  Conventions follow seed 000, Sec. III-B: the normal n of a
+contact points from body A to body B, and the rows are
+
+    J_n,i  = n_i^T (J_B(p_B) - J_A(p_A))          (eq. 3)
+    J_f,ij = d_ij^T (J_B(p_B) - J_A(p_A))         (eq. 4)
+
+where J_X(p) is the translational Jacobian of the point p fixed to body X.
+
+A *block* tests the feature points of one geometry of a pair (box vertices,
+cylinder rim samples, capsule end caps; shapes.feature_points) against the
+exact distance field of the other.  Geometry frames are passed once per step
+as stacked rotations R (g x 3 x 3) and origins o (g x 3), indexed by slot.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from quasistatic_drake.shapes import CYLINDER, point_signed_distance
+
+MERGE_DISTANCE = 1e-3      # [m] points of one pair closer than this are one contact
+MERGE_COS = math.cos(math.radians(5.0))
+FACE_PHI_TOLERANCE = 1e-6  # [m] feature points this close to the closest pair's phi share its face
+
+
+@numba.njit(cache=True)
+def pair_manifolds(R, o, pair_normal, has_closest, closest_phi, closest_A, closest_B,
+                   block_pair, block_feature, block_field, block_a_is_feature,
+                   block_feature_kind, block_feature_params, block_field_kind,
+                   block_field_params, block_start, centres_G, radii, tolerance):
+    """
+    Return the contact points (phi, p_A, p_B, n_AB, pair) of all geometry pairs.
+
+    Block b tests feature points ``block_start[b]:block_start[b+1]`` of geometry
+    slot ``block_feature[b]`` against slot ``block_field[b]``; a cylinder's two
+    rim points farthest towards the field geometry are added exactly, so a
+    cylinder lying on its side gets its line contact.  Points within
+    ``tolerance`` become contacts.  A pair's Drake closest point (``has_closest``)
+    is added unless three feature points already lie on its face: then it would
+    sit at an arbitrary spot of a face-on-face overlap, a redundant and
+    asymmetric row.  Last, a point is dropped when a deeper twin of the same
+    pair lies within MERGE_DISTANCE with a normal within 5 degrees (of equally
+    deep twins the first is kept).
+    """
+    n_blocks = block_pair.shape[0]
+    n_max = centres_G.shape[0] + 2 * n_blocks + has_closest.shape[0]
+    phi = np.empty(n_max)
+    p_A = np.empty((n_max, 3))
+    p_B = np.empty((n_max, 3))
+    normal = np.empty((n_max, 3))
+    pair = np.empty(n_max, dtype=np.int64)
+    count = 0
+    extremes = np.empty((2, 3))
+    for b in range(n_blocks):
+        f, s, k = block_feature[b], block_field[b], block_pair[b]
+        towards = pair_normal[k] if block_a_is_feature[b] else -pair_normal[k]
+        for i in range(block_start[b], block_start[b + 1]):
+            count = _test_point(R[f], o[f], centres_G[i], radii[i], R[s], o[s],
+                                block_field_kind[b], block_field_params[b],
+                                block_a_is_feature[b], k, tolerance,
+                                phi, p_A, p_B, normal, pair, count)
+        if block_feature_kind[b] == CYLINDER:
+            n_ext = _rim_extremes(R[f], towards, block_feature_params[b], extremes)
+            for i in range(n_ext):
+                count = _test_point(R[f], o[f], extremes[i], 0.0, R[s], o[s],
+                                    block_field_kind[b], block_field_params[b],
+                                    block_a_is_feature[b], k, tolerance,
+                                    phi, p_A, p_B, normal, pair, count)
+    count = _add_closest_points(has_closest, closest_phi, closest_A, closest_B, pair_normal,
+                                phi, p_A, p_B, normal, pair, count)
+    keep = _without_twins(phi[:count], p_A[:count], normal[:count], pair[:count])
+    return (phi[:count][keep], p_A[:count][keep], p_B[:count][keep], normal[:count][keep],
+            pair[:count][keep])
+
+
+@numba.njit(cache=True)
+def _test_point(R_F, o_F, centre_G, radius, R_S, o_S, field_kind, field_params,
+                a_is_feature, k, tolerance, phi, p_A, p_B, normal, pair, count):
+    """Append the contact of one feature sphere against a field if within tolerance."""
+    c = np.empty(3)
+    local = np.empty(3)
+    grad = np.empty(3)
+    for r in range(3):
+        c[r] = o_F[r] + R_F[r, 0] * centre_G[0] + R_F[r, 1] * centre_G[1] \
+            + R_F[r, 2] * centre_G[2]
+    for r in range(3):
+        local[r] = (R_S[0, r] * (c[0] - o_S[0]) + R_S[1, r] * (c[1] - o_S[1])
+                    + R_S[2, r] * (c[2] - o_S[2]))
+    d = point_signed_distance(field_kind, field_params, local[0], local[1], local[2], grad)
+    if d - radius > tolerance:
+        return count
+    for r in range(3):
+        out = R_S[r, 0] * grad[0] + R_S[r, 1] * grad[1] + R_S[r, 2] * grad[2]
+        on_feature = c[r] - radius * out
+        on_field = c[r] - d * out
+        if a_is_feature:
+            p_A[count, r], p_B[count, r], normal[count, r] = on_feature, on_field, -out
+        else:
+            p_A[count, r], p_B[count, r], normal[count, r] = on_field, on_feature, out
+    phi[count] = d - radius
+    pair[count] = k
+    return count + 1
+
+
+@numba.njit(cache=True)
+def _rim_extremes(R_F, towards_W, params, out):
+    """Write a cylinder's two rim points farthest along towards_W (frame G); return 0-2."""
+    x = R_F[0, 0] * towards_W[0] + R_F[1, 0] * towards_W[1] + R_F[2, 0] * towards_W[2]
+    y = R_F[0, 1] * towards_W[0] + R_F[1, 1] * towards_W[1] + R_F[2, 1] * towards_W[2]
+    norm = math.sqrt(x * x + y * y)
+    if norm < 1e-9:
+        return 0                       # along the axis: the rim samples cover it
+    for i, z in enumerate((params[4], -params[4])):
+        out[i, 0], out[i, 1], out[i, 2] = params[3] * x / norm, params[3] * y / norm, z
+    return 2
+
+
+@numba.njit(cache=True)
+def _add_closest_points(has_closest, closest_phi, closest_A, closest_B, pair_normal,
+                        phi, p_A, p_B, normal, pair, count):
+    on_face = np.zeros(has_closest.shape[0], dtype=np.int64)
+    for i in range(count):
+        j = pair[i]
+        if abs(phi[i] - closest_phi[j]) <= FACE_PHI_TOLERANCE and (
+                normal[i, 0] * pair_normal[j, 0] + normal[i, 1] * pair_normal[j, 1]
+                + normal[i, 2] * pair_normal[j, 2] > MERGE_COS):
+            on_face[j] += 1
+    for j in range(has_closest.shape[0]):
+        if has_closest[j] and on_face[j] < 3:
+            phi[count], pair[count] = closest_phi[j], j
+            p_A[count], p_B[count], normal[count] = closest_A[j], closest_B[j], pair_normal[j]
+            count += 1
+    return count
+
+
+@numba.njit(cache=True)
+def _without_twins(phi, p_A, normal, pair):
+    keep = np.ones(phi.shape[0], dtype=np.bool_)
+    for i in range(phi.shape[0]):
+        for j in range(phi.shape[0]):
+            if j == i or pair[j] != pair[i] or not (phi[j] < phi[i] or (phi[j] == phi[i]
+                                                                        and j < i)):
+                continue
+            gap = 0.0
+            cos = 0.0
+            for r in range(3):
+                gap += (p_A[i, r] - p_A[j, r]) ** 2
+                cos += normal[i, r] * normal[j, r]
+            if gap < MERGE_DISTANCE ** 2 and cos > MERGE_COS:
+                keep[i] = False
+                break
+    return keep
+
+
+@numba.njit(cache=True)
+def contact_jacobians(p_A, p_B, normal, tangents, body_A, body_B, J_w, J_v, origins):
+    """
+    Return J_n (n_c x n_v) and J_f (n_c n_d x n_v), eqs. 3-4 (module docstring).
+
+    ``body_A``/``body_B`` index the stacked body-origin Jacobians ``J_w``, ``J_v``
+    (each n_b x 3 x n_v) and ``origins`` (n_b x 3); -1 marks a body that cannot
+    move.  The velocity of a point p on a body is v_o + w x (p - o), so
+    u^T J(p) = u^T J_v + ((p - o) x u)^T J_w.
+    """
+    n_c, n_d = tangents.shape[0], tangents.shape[1]
+    n_v = J_v.shape[2]
+    J_n = np.zeros((n_c, n_v))
+    J_f = np.zeros((n_c * n_d, n_v))
+    for i in range(n_c):
+        for side in range(2):
+            body = body_B[i] if side == 0 else body_A[i]
+            if body < 0:
+                continue
+            sign = 1.0 if side == 0 else -1.0
+            point = p_B[i] if side == 0 else p_A[i]
+            r = point - origins[body]
+            _add_row(J_n, i, normal[i], r, J_w[body], J_v[body], sign)
+            for j in range(n_d):
+                _add_row(J_f, i * n_d + j, tangents[i, j], r, J_w[body], J_v[body], sign)
+    return J_n, J_f
+
+
+@numba.njit(cache=True)
+def _add_row(J, row, u, r, J_w, J_v, sign):
+    c0 = r[1] * u[2] - r[2] * u[1]
+    c1 = r[2] * u[0] - r[0] * u[2]
+    c2 = r[0] * u[1] - r[1] * u[0]
+    for v in range(J.shape[1]):
+        J[row, v] += sign * (u[0] * J_v[0, v] + u[1] * J_v[1, v] + u[2] * J_v[2, v]
+                             + c0 * J_w[0, v] + c1 * J_w[1, v] + c2 * J_w[2, v])
