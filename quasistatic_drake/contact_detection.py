@@ -29,7 +29,9 @@ class PairProximity:
     """Stands in for Drake's SignedDistancePair where Drake's query failed.
 
     FCL's GJK/EPA can throw on exactly touching boxes; such a pair has no
-    closest points (``nhat_BA_W`` is None) and relies on its feature points.
+    closest points (``nhat_BA_W`` is None) and relies on its feature points,
+    as does a pair for which Drake returns a NaN normal (a cylinder standing
+    exactly on a box, for one).
     """
 
     id_A: object
@@ -204,9 +206,14 @@ class ContactDetector:
 _ORIGIN = np.zeros(3)
 
 
+def _has_closest(pair) -> bool:
+    """Whether Drake gave usable closest points (it gives NaN normals for some touching pairs)."""
+    return pair.nhat_BA_W is not None and bool(np.all(np.isfinite(pair.nhat_BA_W)))
+
+
 def _pair_normal(pair, o_A, o_B) -> np.ndarray:
-    """Return the unit normal from A to B: Drake's, or centre to centre if Drake failed."""
-    if pair.nhat_BA_W is not None:
+    """Return the unit normal from A to B: Drake's, or centre to centre if Drake has none."""
+    if _has_closest(pair):
         return -np.asarray(pair.nhat_BA_W)
     gap = o_B - o_A
     return gap / max(np.linalg.norm(gap), 1e-12)
@@ -214,7 +221,7 @@ def _pair_normal(pair, o_A, o_B) -> np.ndarray:
 
 def _closest_points(pairs, R, o, slot_A, slot_B) -> tuple:
     """Per pair: has Drake's closest points, their phi, and the world points on A and B."""
-    has = np.array([p.nhat_BA_W is not None for p in pairs], dtype=np.bool_)
+    has = np.array([_has_closest(p) for p in pairs], dtype=np.bool_)
     phi = np.array([p.distance if h else np.inf for p, h in zip(pairs, has)])
     on_a = np.zeros((len(pairs), 3))
     on_b = np.zeros((len(pairs), 3))

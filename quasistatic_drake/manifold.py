@@ -40,7 +40,8 @@ def pair_manifolds(R, o, pair_normal, has_closest, closest_phi, closest_A, close
 
     Block b tests feature points ``block_start[b]:block_start[b+1]`` of geometry
     slot ``block_feature[b]`` against slot ``block_field[b]``; a cylinder's two
-    rim points farthest towards the field geometry are added exactly, so a
+    rim points farthest towards the field geometry (against the field's
+    distance gradient at the cylinder's centre) are added exactly, so a
     cylinder lying on its side gets its line contact.  Points within
     ``tolerance`` become contacts.  A pair's Drake closest point (``has_closest``)
     is added unless three feature points already lie on its face: then it would
@@ -60,13 +61,14 @@ def pair_manifolds(R, o, pair_normal, has_closest, closest_phi, closest_A, close
     extremes = np.empty((2, 3))
     for b in range(n_blocks):
         f, s, k = block_feature[b], block_field[b], block_pair[b]
-        towards = pair_normal[k] if block_a_is_feature[b] else -pair_normal[k]
         for i in range(block_start[b], block_start[b + 1]):
             count = _test_point(R[f], o[f], centres_G[i], radii[i], R[s], o[s],
                                 block_field_kind[b], block_field_params[b],
                                 block_a_is_feature[b], k, tolerance,
                                 phi, p_A, p_B, normal, pair, count)
         if block_feature_kind[b] == CYLINDER:
+            towards = _towards_field(o[f], R[s], o[s], block_field_kind[b],
+                                     block_field_params[b])
             n_ext = _rim_extremes(R[f], towards, block_feature_params[b], extremes)
             for i in range(n_ext):
                 count = _test_point(R[f], o[f], extremes[i], 0.0, R[s], o[s],
@@ -107,6 +109,15 @@ def _test_point(R_F, o_F, centre_G, radius, R_S, o_S, field_kind, field_params,
     phi[count] = d - radius
     pair[count] = k
     return count + 1
+
+
+@numba.njit(cache=True)
+def _towards_field(point, R_S, o_S, field_kind, field_params):
+    """Unit direction from a point towards a field geometry: minus its distance gradient."""
+    local = R_S.T @ (point - o_S)
+    grad = np.empty(3)
+    point_signed_distance(field_kind, field_params, local[0], local[1], local[2], grad)
+    return -(R_S @ grad)
 
 
 @numba.njit(cache=True)

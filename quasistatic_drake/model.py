@@ -16,7 +16,7 @@ from pydrake.geometry import Box, Capsule, Cylinder, HalfSpace, SceneGraph, Sphe
 from pydrake.math import RigidTransform, RollPitchYaw
 from pydrake.multibody.parsing import Parser
 from pydrake.multibody.plant import AddMultibodyPlantSceneGraph, MultibodyPlant
-from pydrake.multibody.tree import ModelInstanceIndex
+from pydrake.multibody.tree import BodyIndex, ModelInstanceIndex
 from pydrake.systems.framework import DiagramBuilder
 
 from quasistatic_drake.model_files import collision_friction_flags
@@ -114,6 +114,7 @@ class QuasistaticModel:
         self._set_initial_positions(instances)
         self.geometries = self._geometry_infos(instances)
         self.candidate_pairs = self._candidate_pairs()
+        self.moving_bodies = self._moving_bodies()
         self.quaternion_starts = self._quaternion_starts()
         self.q_default = self.plant.GetPositions(self.plant_context).copy()
         self._q_set: Optional[np.ndarray] = None
@@ -299,6 +300,21 @@ class QuasistaticModel:
         self._check_halfspaces(infos)
         return infos
 
+    def _moving_bodies(self) -> list:
+        """(body, radius): each movable body with collision geometry, and the radius
+        about its origin that holds all of it (for the sweep bound of a step)."""
+        inspector = self.scene_graph.model_inspector()
+        radius = {}
+        for gid, info in self.geometries.items():
+            if info.moves:
+                offset = np.linalg.norm(inspector.GetPoseInFrame(gid).translation())
+                extent = info.shape.bounding_radius
+                if not np.isfinite(extent):
+                    extent = _hull_radius(inspector.GetShape(gid))
+                radius[info.body_index] = max(radius.get(info.body_index, 0.0),
+                                              offset + extent)
+        return [(self.plant.get_body(BodyIndex(b)), r) for b, r in sorted(radius.items())]
+
     def _candidate_pairs(self) -> list:
         """Geometry pairs that may touch: not filtered by Drake, at least one moving."""
         inspector = self.scene_graph.model_inspector()
@@ -329,6 +345,14 @@ class QuasistaticModel:
                   for j in self.plant.GetJointIndices()
                   if self.plant.get_joint(j).type_name() == "quaternion_floating"]
         return np.array(starts, dtype=int)
+
+
+def _hull_radius(shape) -> float:
+    """Largest distance from the origin to a shape's convex hull (inf if unknown)."""
+    try:
+        return float(np.max(np.linalg.norm(shape.GetConvexHull().vertices(), axis=1)))
+    except (AttributeError, RuntimeError, ValueError):
+        return np.inf
 
 
 def pose_is_set(pose: Pose) -> bool:

@@ -157,9 +157,9 @@ def feature_points(shape: ShapeSpec) -> tuple[np.ndarray, np.ndarray]:
 
     A feature is a sphere (centre, radius) on the shape's boundary whose signed
     distance to another geometry is ``d(centre) - radius``: box vertices and
-    cylinder rim samples have radius 0, capsule end caps have the capsule
-    radius.  Spheres and shapes without features return nothing: Drake's
-    closest point already covers them.  See also :func:`rim_extremes`.
+    cylinder rim samples have radius 0, capsule end caps and a sphere's centre
+    carry the shape's radius.  Shapes without an analytic field (mesh, convex,
+    ellipsoid) return nothing: only Drake's closest point covers them.
     """
     if shape.kind == BOX:
         signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
@@ -167,28 +167,13 @@ def feature_points(shape: ShapeSpec) -> tuple[np.ndarray, np.ndarray]:
     if shape.kind == CAPSULE:
         ends = np.array([[0.0, 0.0, shape.half_length], [0.0, 0.0, -shape.half_length]])
         return ends, np.full(2, shape.radius)
+    if shape.kind == SPHERE:
+        return np.zeros((1, 3)), np.array([shape.radius])
     if shape.kind == CYLINDER:
         angles = np.arange(RIM_SAMPLES) * (2.0 * np.pi / RIM_SAMPLES)
         circle = shape.radius * np.column_stack([np.cos(angles), np.sin(angles)])
         return _on_both_rims(circle, shape.half_length), np.zeros(2 * RIM_SAMPLES)
     return np.zeros((0, 3)), np.zeros(0)
-
-
-def rim_extremes(shape: ShapeSpec, direction_G: np.ndarray) -> np.ndarray:
-    """
-    Return a cylinder's two rim points farthest along ``direction_G`` (frame G).
-
-    With these, a cylinder lying on its side gets its exact line contact, and a
-    tipping cylinder its exact lowest rim point.  Empty when the direction is
-    along the axis (the rim samples cover that case) or the shape is no cylinder.
-    """
-    if shape.kind != CYLINDER:
-        return np.zeros((0, 3))
-    planar = np.asarray(direction_G, dtype=float)[:2]
-    norm = np.hypot(*planar)
-    if norm < 1e-9:
-        return np.zeros((0, 3))
-    return _on_both_rims((shape.radius / norm) * planar[None, :], shape.half_length)
 
 
 def _on_both_rims(circle: np.ndarray, half_length: float) -> np.ndarray:

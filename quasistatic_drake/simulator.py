@@ -38,8 +38,7 @@ from quasistatic_drake.formulations.qp import (QpStepSolution, qp_cost,
 from quasistatic_drake.model import QuasistaticModel
 from quasistatic_drake.scenario import Scenario
 
-PENETRATION_ALLOWANCE = 1e-4   # [m] deeper penetration by an undetected pair re-solves the step
-MAX_RESOLVES = 3
+MAX_RESOLVES = 3   # widenings of the detection tolerance in one step (_tolerance_for_sweep)
 
 
 class CommandError(ValueError):
@@ -154,11 +153,12 @@ class QuasistaticSimulator:
             solution = self._solve(q, q_ref_next, contacts)
             if solution.v is None:
                 return self._failure(q, q_ref, contacts, solution, start)
-            q_next = self._integrate(q, solution.v)
-            wider = self._tolerance_for_missed_pairs(q, q_next, contacts)
+            wider = self._tolerance_for_sweep(solution.v, tolerance, contacts)
             if wider is None or resolves == MAX_RESOLVES:
                 break
-            tolerance = max(tolerance, wider)
+            tolerance = wider
+        q_next = self._integrate(q, solution.v)
+        self._pairs(q_next, self.scenario.contact_detection_tolerance)   # for min_phi_next
         result = StepResult(
             q_next=q_next, status=solution.status, solve_time=solution.solve_time,
             q_ref_next=q_ref_next, v=solution.v, contact_set=contacts,
@@ -193,26 +193,40 @@ class QuasistaticSimulator:
             q_next[s:s + 4] /= np.linalg.norm(q_next[s:s + 4])
         return q_next
 
-    def _tolerance_for_missed_pairs(self, q: np.ndarray, q_next: np.ndarray,
-                                    contacts: ContactSet) -> Optional[float]:
-        """A detection tolerance that catches every pair penetrating at q_next, or None.
+    def _tolerance_for_sweep(self, v: np.ndarray, tolerance: float,
+                             contacts: ContactSet) -> Optional[float]:
+        """
+        Return a wider detection tolerance if the step could reach an unseen pair, else None.
 
         A body can move further in one step than the detection tolerance (an
-        object falling free, say).  When bodies that were not in the contact set
-        penetrate after the step, the step is solved again from q with a
-        tolerance wide enough to include them.
+        object falling free, a fast arm).  Every point of a moving body sweeps at
+        most h (|v_B| + |w_B| R_B), R_B the radius of the body's geometry about
+        its origin.  Two geometries farther apart than ``tolerance`` cannot meet
+        when twice the largest sweep is below it.  Otherwise the step is solved
+        again from q with the tolerance widened to cover the sweep, if that
+        brings in a pair of bodies the contact set lacks.
         """
+        sweep = 2.0 * self._largest_sweep(v)
+        if sweep <= tolerance:
+            return None
+        wider = sweep + self.scenario.contact_detection_tolerance
         known = set(zip(contacts.body_a, contacts.body_b))
         geometries = self.model.geometries
-        missed = [p for p in self._pairs(q_next, self.scenario.contact_detection_tolerance)
-                  if p.distance < -PENETRATION_ALLOWANCE
-                  and (geometries[p.id_A].body_name, geometries[p.id_B].body_name) not in known]
-        if not missed:
-            return None
-        self.model.set_positions(q)
-        query = self.model.query_object()
-        distances = [_pair_distance(query, p) for p in missed]
-        return max(distances) + self.scenario.contact_detection_tolerance
+        for pair in proximity_pairs(self.model, wider):
+            a, b = geometries[pair.id_A], geometries[pair.id_B]
+            if (a.moves or b.moves) and (a.body_name, b.body_name) not in known:
+                return wider
+        return None
+
+    def _largest_sweep(self, v: np.ndarray) -> float:
+        plant, context = self.model.plant, self.model.plant_context
+        plant.SetVelocities(context, v)
+        sweep = 0.0
+        for body, radius in self.model.moving_bodies:
+            V = plant.EvalBodySpatialVelocityInWorld(context, body)
+            sweep = max(sweep, np.linalg.norm(V.translational())
+                        + radius * np.linalg.norm(V.rotational()))
+        return self.h * sweep
 
     def _pairs(self, q: np.ndarray, tolerance: float) -> list:
         """Signed-distance pairs within tolerance at q, cached for the next step."""
@@ -327,14 +341,6 @@ class QuasistaticSimulator:
         if self._last is not None and np.array_equal(q, self._last.q_next):
             return self._last.q_ref_next.copy()
         return q[self._robot_q_idx].copy()
-
-
-def _pair_distance(query, pair) -> float:
-    """Distance of a pair at the current configuration (0 where Drake's query fails)."""
-    try:
-        return query.ComputeSignedDistancePairClosestPoints(pair.id_A, pair.id_B).distance
-    except RuntimeError:
-        return 0.0
 
 
 def _concat(parts: list[np.ndarray]) -> np.ndarray:

@@ -88,10 +88,18 @@ def qp_cost(n_v: int, h: float, robot_v_idx: np.ndarray, stiffness: np.ndarray,
 
 def quasi_static_inertia_scale(h: float, stiffness: np.ndarray, M_u: np.ndarray,
                                ratio: float) -> float:
-    """Return eps = ratio h^2 min(K) / lambda_max(M_u) (module docstring)."""
-    if M_u.size == 0 or stiffness.size == 0:
+    """
+    Return eps = ratio h^2 min(K) / lambda_max(M_u) (module docstring).
+
+    Without robots, K = NOMINAL_STIFFNESS stands in for min(K).
+    """
+    if M_u.size == 0:
         return ratio
-    return ratio * h * h * float(np.min(stiffness)) / float(np.linalg.eigvalsh(M_u)[-1])
+    k_min = float(np.min(stiffness)) if stiffness.size else NOMINAL_STIFFNESS
+    return ratio * h * h * k_min / float(np.linalg.eigvalsh(M_u)[-1])
+
+
+NOMINAL_STIFFNESS = 1000.0   # [N/m] the quasi-static inertia scale's K when there is no robot
 
 
 def friction_cone_rows(contacts: ContactSet) -> tuple[np.ndarray, np.ndarray]:
