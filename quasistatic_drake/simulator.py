@@ -199,34 +199,40 @@ class QuasistaticSimulator:
         Return a wider detection tolerance if the step could reach an unseen pair, else None.
 
         A body can move further in one step than the detection tolerance (an
-        object falling free, a fast arm).  Every point of a moving body sweeps at
-        most h (|v_B| + |w_B| R_B), R_B the radius of the body's geometry about
-        its origin.  Two geometries farther apart than ``tolerance`` cannot meet
-        when twice the largest sweep is below it.  Otherwise the step is solved
-        again from q with the tolerance widened to cover the sweep, if that
-        brings in a pair of bodies the contact set lacks.
+        object falling free, a fast arm).  Every point of a moving body B sweeps
+        at most s_B = h (|v_B| + |w_B| R_B), R_B the radius of its geometry about
+        its origin.  A pair outside the contact set can only meet if its
+        distance is below s_A + s_B; then the step is solved again from q with
+        the tolerance widened to cover that reach.
         """
-        sweep = 2.0 * self._largest_sweep(v)
-        if sweep <= tolerance:
+        sweeps = self._sweeps(v)
+        if 2.0 * max(sweeps.values(), default=0.0) <= tolerance:
             return None
-        wider = sweep + self.scenario.contact_detection_tolerance
         known = set(zip(contacts.body_a, contacts.body_b))
         geometries = self.model.geometries
-        for pair in proximity_pairs(self.model, wider):
+        reach_needed = 0.0
+        for pair in proximity_pairs(self.model, 2.0 * max(sweeps.values())):
             a, b = geometries[pair.id_A], geometries[pair.id_B]
-            if (a.moves or b.moves) and (a.body_name, b.body_name) not in known:
-                return wider
-        return None
+            if (a.body_name, b.body_name) in known:
+                continue
+            reach = sweeps.get(a.body_index, 0.0) + sweeps.get(b.body_index, 0.0)
+            distance = pair.distance if np.isfinite(pair.distance) else 0.0
+            if distance < reach:
+                reach_needed = max(reach_needed, reach)
+        if reach_needed <= tolerance:
+            return None
+        return reach_needed + self.scenario.contact_detection_tolerance
 
-    def _largest_sweep(self, v: np.ndarray) -> float:
+    def _sweeps(self, v: np.ndarray) -> dict:
+        """Return the largest distance any point of each moving body travels in the step."""
         plant, context = self.model.plant, self.model.plant_context
         plant.SetVelocities(context, v)
-        sweep = 0.0
+        sweeps = {}
         for body, radius in self.model.moving_bodies:
             V = plant.EvalBodySpatialVelocityInWorld(context, body)
-            sweep = max(sweep, np.linalg.norm(V.translational())
-                        + radius * np.linalg.norm(V.rotational()))
-        return self.h * sweep
+            sweeps[int(body.index())] = self.h * (np.linalg.norm(V.translational())
+                                                  + radius * np.linalg.norm(V.rotational()))
+        return sweeps
 
     def _pairs(self, q: np.ndarray, tolerance: float) -> list:
         """Signed-distance pairs within tolerance at q, cached for the next step."""

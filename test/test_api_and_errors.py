@@ -1,0 +1,188 @@
+"""The public API and its clear errors: bad input is refused and nothing changes."""
+
+import os
+import re
+
+import numpy as np
+import pytest
+
+from conftest import REPO_ROOT, ground_entry, make_sim, sdf_box_object, write
+from quasistatic_drake import (CommandError, QuasistaticSimulator, Scenario, ScenarioError,
+                               StepResult)
+
+FINGER_PUSH = os.path.join(REPO_ROOT, 'config', 'finger_push.yaml')
+
+
+@pytest.fixture(scope='module')
+def sim():
+    return QuasistaticSimulator(Scenario.from_yaml(FINGER_PUSH))
+
+
+def test_public_names_import():
+    from quasistatic_drake import QuasistaticSimulator as Q, Scenario as S  # noqa: N817
+    assert Q is QuasistaticSimulator and S is Scenario
+
+
+def test_api_shapes_and_names(sim):
+    q = sim.default_positions()
+    assert q.shape == (sim.model.n_q,)
+    assert sim.robot_joint_names('finger') == ['finger_x', 'finger_y', 'finger_z']
+    np.testing.assert_allclose(sim.robot_positions(q, 'finger'), [-0.08, 0.0, 0.05])
+    np.testing.assert_allclose(sim.object_pose(q, 'box').translation(), [0, 0, 0.05])
+    assert sim.min_signed_distance(q) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_step_result_fields(sim):
+    sim.reset()
+    q = sim.default_positions()
+    q_copy = q.copy()
+    result = sim.step(q, {'finger': [0.1, 0, 0]})
+    assert isinstance(result, StepResult)
+    np.testing.assert_array_equal(q, q_copy)            # step never modifies its input
+    assert result.q_next is not q and result.status == 'optimal'
+    assert result.solve_time > 0.0
+    for contact in result.contacts:
+        assert isinstance(contact.body_a, str) and isinstance(contact.body_b, str)
+        assert contact.point_W.shape == (3,) and contact.force_W.shape == (3,)
+        assert np.linalg.norm(contact.normal_W) == pytest.approx(1.0)
+        assert contact.phi <= 0.02
+    pushes = [c for c in result.contacts if c.body_a == 'box::box_link'
+              and c.body_b == 'table::table_top']
+    assert pushes and all(c.force_W[2] < 0 for c in pushes), 'the box presses the table down'
+
+
+@pytest.mark.parametrize('command, message', [
+    ({'finger': [np.nan, 0, 0]}, 'not finite'),
+    ({'finger': [0, np.inf, 0]}, 'not finite'),
+    ({'finger': [0.1, 0]}, 'expected 3'),
+    ({'finger': 'fast'}, 'must be 3 numbers'),
+    ({'fingr': [0, 0, 0]}, "unknown robot(s) ['fingr']"),
+    ([0.1, 0, 0], 'must map robot names'),
+])
+def test_bad_commands_are_refused_and_change_nothing(sim, command, message):
+    sim.reset()
+    q = sim.default_positions()
+    first = sim.step(q, {'finger': [0.1, 0, 0]})
+    with pytest.raises(CommandError, match=re.escape(message)):
+        sim.step(first.q_next, command)
+    after_error = sim.step(first.q_next, {'finger': [0.1, 0, 0]})
+    sim.reset()
+    clean = sim.step(q, {'finger': [0.1, 0, 0]})
+    clean = sim.step(clean.q_next, {'finger': [0.1, 0, 0]})
+    np.testing.assert_array_equal(after_error.q_next, clean.q_next)
+    np.testing.assert_array_equal(after_error.q_ref_next, clean.q_ref_next)
+
+
+@pytest.mark.parametrize('q, message', [
+    (np.zeros(3), 'shape'),
+    (np.full(10, np.nan), 'non-finite'),
+])
+def test_bad_configurations_are_refused(sim, q, message):
+    with pytest.raises(CommandError, match=message):
+        sim.step(q, {})
+    with pytest.raises(CommandError, match=message):
+        sim.min_signed_distance(q)
+
+
+def test_unknown_names_in_queries(sim):
+    q = sim.default_positions()
+    with pytest.raises(CommandError, match="unknown robot 'arm'"):
+        sim.robot_positions(q, 'arm')
+    with pytest.raises(CommandError, match="unknown object 'ball'"):
+        sim.object_pose(q, 'ball')
+
+
+def test_reference_carries_over_only_along_the_trajectory(sim):
+    """The spring preload persists while q follows q_next, and restarts otherwise."""
+    sim.reset()
+    q = sim.default_positions()
+    r1 = sim.step(q, {'finger': [0.2, 0, 0]})
+    np.testing.assert_allclose(r1.q_ref_next, [-0.06, 0.0, 0.05])
+    r2 = sim.step(r1.q_next, {'finger': [0.0, 0, 0]})
+    np.testing.assert_allclose(r2.q_ref_next, r1.q_ref_next)
+    r3 = sim.step(q, {'finger': [0.0, 0, 0]})       # not the last q_next: no preload
+    np.testing.assert_allclose(r3.q_ref_next, sim.robot_positions(q, 'finger'))
+    r4 = sim.step(q, {'finger': [0.0, 0, 0]}, q_ref=[0.0, 0.0, 0.05])
+    np.testing.assert_allclose(r4.q_ref_next, [0.0, 0.0, 0.05])
+    with pytest.raises(CommandError, match='q_ref has 2 entries'):
+        sim.step(q, {}, q_ref=[0.0, 0.0])
+
+
+def scenario_dict(tmp_path, **changes):
+    data = {'time_step': 0.1,
+            'robots': [{'name': 'finger', 'stiffness': [100, 100, 100],
+                        'file': 'package://quasistatic_drake/urdf/finger.urdf'}],
+            'objects': [{'name': 'box', 'file': write(
+                tmp_path, 'box.sdf', sdf_box_object('box', (0.1, 0.1, 0.1), 1.0)),
+                'initial_pose': {'xyz': [0, 0, 0.05]}}],
+            'environment': [ground_entry(tmp_path)]}
+    data.update(changes)
+    return data
+
+
+@pytest.mark.parametrize('changes, message', [
+    ({'tiem_step': 0.1}, "unknown key(s) ['tiem_step']"),
+    ({'time_step': -0.1}, 'time_step: must be > 0'),
+    ({'time_step': 'fast'}, 'time_step: expected a number'),
+    ({'formulation': 'lcp'}, "unknown formulation 'lcp'"),
+    ({'friction_directions': 3}, 'friction_directions: expected an even integer'),
+    ({'gravity': [0, 0]}, 'gravity: expected 3 numbers'),
+    ({'robots': [{'name': 'finger', 'file': 'nowhere.urdf', 'stiffness': [1, 1, 1]}]},
+     "robots[0].file: model file 'nowhere.urdf' not found"),
+    ({'robots': [{'name': 'finger', 'stiffness': [1, 1, 1],
+                  'file': 'package://quasistatic_drake/urdf/finger.urdf', 'colour': 'red'}]},
+     "robots[0]: unknown key(s) ['colour']"),
+    ({'robots': [{'name': 'finger', 'stiffness': [1, 1],
+                  'file': 'package://quasistatic_drake/urdf/finger.urdf'}]},
+     'robots[0].stiffness: expected 3 values, one per actuated joint'),
+    ({'robots': [{'name': 'finger', 'stiffness': [1, -1, 1],
+                  'file': 'package://quasistatic_drake/urdf/finger.urdf'}]},
+     r'robots[0].stiffness[1]: must be > 0'),
+    ({'robots': [{'name': 'finger', 'stiffness': [1, 1, 1], 'initial_positions': [0, 0],
+                  'file': 'package://quasistatic_drake/urdf/finger.urdf'}]},
+     'robots[0].initial_positions: expected 3 values'),
+    ({'objects': [{'name': 'box', 'file': 'box.sdf', 'initial_pose': {'xyz': [0, 0]}}]},
+     'objects[0].initial_pose.xyz: expected 3 numbers'),
+    ({'environment': [{'name': 'finger', 'file': 'ground.urdf'}]},
+     "model names must be unique; repeated: ['finger']"),
+])
+def test_bad_scenarios_say_where_and_what(tmp_path, changes, message):
+    data = scenario_dict(tmp_path, **changes)
+    with pytest.raises(ScenarioError) as err:
+        QuasistaticSimulator(Scenario.from_dict(data, base_dir=tmp_path, source='s.yaml'))
+    assert message in str(err.value)
+    assert str(err.value).startswith('s.yaml: ')
+
+
+def test_missing_yaml_file_and_bad_yaml(tmp_path):
+    with pytest.raises(ScenarioError, match='does not exist'):
+        Scenario.from_yaml(tmp_path / 'missing.yaml')
+    bad = tmp_path / 'bad.yaml'
+    bad.write_text('time_step: [0.1\n')
+    with pytest.raises(ScenarioError, match='not valid YAML'):
+        Scenario.from_yaml(bad)
+
+
+def test_unparsable_model_file(tmp_path):
+    write(tmp_path, 'broken.urdf', '<robot name="x"><link name="a"></robot>')
+    data = scenario_dict(tmp_path, environment=[{'name': 'broken', 'file': 'broken.urdf'}])
+    with pytest.raises(ScenarioError, match="environment\\[0\\]: Drake could not parse"):
+        QuasistaticSimulator(Scenario.from_dict(data, base_dir=tmp_path))
+
+
+def test_halfspace_ground_is_refused_with_a_fix(tmp_path):
+    write(tmp_path, 'plane.sdf', """<?xml version="1.0"?>
+<sdf version="1.9"><model name="plane"><static>true</static><link name="plane">
+<collision name="c"><geometry><plane><normal>0 0 1</normal><size>1 1</size></plane>
+</geometry></collision></link></model></sdf>""")
+    data = scenario_dict(tmp_path, environment=[{'name': 'plane', 'file': 'plane.sdf'}])
+    with pytest.raises(ScenarioError, match='model the ground or table as a large box'):
+        QuasistaticSimulator(Scenario.from_dict(data, base_dir=tmp_path))
+
+
+def test_default_friction_applies_only_where_a_file_has_none(tmp_path):
+    sim = make_sim(tmp_path, scenario_dict(tmp_path, default_friction=0.3))
+    mu = {info.body_name: info.mu for info in sim.model.geometries.values()}
+    assert mu['box::box_body'] == 0.3           # plain <box>, no drake:mu_dynamic
+    assert mu['ground::slab'] == 0.5            # set in the file
+    assert mu['finger::finger_tip'] == 0.5
