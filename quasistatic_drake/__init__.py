@@ -1,4 +1,5 @@
-"""quasistatic_drake: a Drake-native quasistatic manipulation simulator.
+"""
+quasistatic_drake: a Drake-native quasistatic manipulation simulator.
 
 Public API: :class:`Scenario` (YAML scenario), :class:`QuasistaticSimulator`
 (the time-stepping engine) and its :class:`StepResult`.

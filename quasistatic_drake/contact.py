@@ -1,4 +1,5 @@
-"""ContactSet: the linearised contact constraints of one time step, as numpy arrays.
+"""
+ContactSet: the linearised contact constraints of one time step, as numpy arrays.
 
 Conventions follow seed 000, Sec. III-B: for contact i between bodies A and B,
 the normal n_i is the unit vector pointing from A to B, the relative velocity
@@ -38,17 +39,17 @@ class ContactSet:
 
     @property
     def n_c(self) -> int:
-        """Number of contacts."""
+        """Return the number of contacts."""
         return len(self.phi)
 
     @property
     def n_d(self) -> int:
-        """Number of tangent directions per contact."""
+        """Return the number of tangent directions per contact."""
         return self.tangents_W.shape[1]
 
     @staticmethod
     def empty(n_v: int, n_d: int) -> "ContactSet":
-        """A contact set with no contacts."""
+        """Return a contact set with no contacts."""
         return ContactSet(phi=np.zeros(0), J_n=np.zeros((0, n_v)), J_f=np.zeros((0, n_v)),
                           mu=np.zeros(0), normal_W=np.zeros((0, 3)),
                           tangents_W=np.zeros((0, n_d, 3)), point_A_W=np.zeros((0, 3)),

@@ -1,4 +1,5 @@
-"""From SceneGraph's signed-distance query to a ContactSet with a contact manifold.
+"""
+From SceneGraph's signed-distance query to a ContactSet with a contact manifold.
 
 Drake's ``ComputeSignedDistancePairwiseClosestPoints`` returns one closest pair
 per geometry pair, and one point cannot hold a face: a box resting on a table
@@ -26,7 +27,8 @@ from quasistatic_drake.shapes import CYLINDER, feature_points
 
 @dataclass(frozen=True)
 class PairProximity:
-    """Stands in for Drake's SignedDistancePair where Drake's query failed.
+    """
+    Stands in for Drake's SignedDistancePair where Drake's query failed.
 
     FCL's GJK/EPA can throw on exactly touching boxes; such a pair has no
     closest points (``nhat_BA_W`` is None) and relies on its feature points,
@@ -43,7 +45,8 @@ class PairProximity:
 
 
 def proximity_pairs(model: QuasistaticModel, tolerance: float) -> list:
-    """Return the signed-distance pairs within ``tolerance`` at the model's configuration.
+    """
+    Return the signed-distance pairs within ``tolerance`` at the model's configuration.
 
     Uses SceneGraph's pairwise query; if it throws, each candidate pair whose
     bounding spheres come within the tolerance is queried on its own, and a
@@ -151,7 +154,7 @@ class ContactDetector:
         return self._plans[key]
 
     def _blocks(self, pairs, slot_A, slot_B) -> tuple:
-        """The block arrays of pair_manifolds for all pairs."""
+        """Return the block arrays of pair_manifolds for all pairs."""
         plans = [self._plan(p.id_A, p.id_B) for p in pairs]
         block_pair = np.repeat(np.arange(len(plans)), [len(p.counts) for p in plans])
         a_is_feature = np.concatenate([p.a_is_feature for p in plans])

@@ -113,7 +113,7 @@ def _test_point(R_F, o_F, centre_G, radius, R_S, o_S, field_kind, field_params,
 
 @numba.njit(cache=True)
 def _towards_field(point, R_S, o_S, field_kind, field_params):
-    """Unit direction from a point towards a field geometry: minus its distance gradient."""
+    """Return the unit direction from a point towards a field geometry (minus its gradient)."""
     local = R_S.T @ (point - o_S)
     grad = np.empty(3)
     point_signed_distance(field_kind, field_params, local[0], local[1], local[2], grad)

@@ -1,4 +1,5 @@
-"""The Drake model of a scenario: MultibodyPlant + SceneGraph and the DOF partition.
+"""
+The Drake model of a scenario: MultibodyPlant + SceneGraph and the DOF partition.
 
 Robots are actuated: each of their joints is a 1-DOF joint with a stiffness.
 Objects are unactuated (free bodies get Drake's quaternion floating joint).
@@ -122,12 +123,12 @@ class QuasistaticModel:
     # ----- sizes and indices -------------------------------------------------
     @property
     def n_q(self) -> int:
-        """Number of configuration variables."""
+        """Return the number of configuration variables."""
         return self.plant.num_positions()
 
     @property
     def n_v(self) -> int:
-        """Number of generalized velocities."""
+        """Return the number of generalized velocities."""
         return self.plant.num_velocities()
 
     def robot(self, name: str) -> RobotInfo:
@@ -301,8 +302,12 @@ class QuasistaticModel:
         return infos
 
     def _moving_bodies(self) -> list:
-        """(body, radius): each movable body with collision geometry, and the radius
-        about its origin that holds all of it (for the sweep bound of a step)."""
+        """
+        Return (body, radius) for each movable body with collision geometry.
+
+        The radius about the body's origin holds all of its geometry; it bounds
+        how far the body's points move in a step (simulator._sweeps).
+        """
         inspector = self.scene_graph.model_inspector()
         radius = {}
         for gid, info in self.geometries.items():
@@ -356,5 +361,5 @@ def _hull_radius(shape) -> float:
 
 
 def pose_is_set(pose: Pose) -> bool:
-    """True when a pose differs from the identity."""
+    """Return whether a pose differs from the identity."""
     return bool(np.any(pose.xyz != 0.0) or np.any(pose.rpy != 0.0))

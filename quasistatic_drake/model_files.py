@@ -1,4 +1,5 @@
-"""Facts read from URDF/SDF text that Drake's parser does not keep.
+"""
+Facts read from URDF/SDF text that Drake's parser does not keep.
 
 Drake's parsers give every collision geometry a Coulomb friction: the file's
 ``drake:mu_dynamic`` (or ``drake:mu_static``, or SDFormat's
@@ -18,7 +19,8 @@ _FRICTION_TAGS = ("drake_mu_dynamic", "drake_mu_static")
 
 
 def collision_friction_flags(path: str) -> dict[str, list[bool]]:
-    """Map each link name to one flag per collision element: does it set friction?
+    """
+    Map each link name to one flag per collision element: whether it sets friction.
 
     Returns an empty dict for files that are not URDF or SDFormat XML.
     """

@@ -1,4 +1,5 @@
-"""Where this package's data (urdf/, config/) lives, and model-file resolution.
+"""
+Where this package's data (urdf/, config/) lives, and model-file resolution.
 
 In a source checkout or an editable install, the data is read from the
 checkout itself (the directory holding package.xml next to this module), so
@@ -33,7 +34,8 @@ def package_share_dir() -> Path:
 
 
 def resolve_model_file(file: str, base_dir: str | os.PathLike) -> str:
-    """Resolve a scenario's ``file`` entry to something Drake's Parser can load.
+    """
+    Resolve a scenario's ``file`` entry to something Drake's Parser can load.
 
     ``package://quasistatic_drake/...`` becomes an absolute path in this package;
     other ``package://`` URIs are left for Drake's package map (ROS_PACKAGE_PATH);

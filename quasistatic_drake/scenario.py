@@ -1,4 +1,5 @@
-"""Scenario: the YAML description of a quasistatic simulation, validated.
+"""
+Scenario: the YAML description of a quasistatic simulation, validated.
 
 The schema (README, section "Scenario files") is::
 

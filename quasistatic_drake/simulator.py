@@ -1,4 +1,5 @@
-"""QuasistaticSimulator: the time-stepping engine.  It needs no Diagram.
+"""
+QuasistaticSimulator: the time-stepping engine.  It needs no Diagram.
 
 One call of :meth:`QuasistaticSimulator.step` does: contact query and manifold
 (contact_detection.py), the step QP (formulations/qp.py), and integration
@@ -74,12 +75,12 @@ class StepResult:
 
     @property
     def success(self) -> bool:
-        """True when the QP was solved and q advanced."""
+        """Return whether the QP was solved and q advanced."""
         return self.status == "optimal"
 
     @cached_property
     def contacts(self) -> tuple[Contact, ...]:
-        """The contacts of the step with their forces (built on first access)."""
+        """Return the contacts of the step with their forces (built on first access)."""
         cs = self.contact_set
         mid = 0.5 * (cs.point_A_W + cs.point_B_W)
         return tuple(Contact(cs.body_a[i], cs.body_b[i], mid[i], cs.normal_W[i],
@@ -107,19 +108,19 @@ class QuasistaticSimulator:
 
     # ----- binding public API ------------------------------------------------
     def default_positions(self) -> np.ndarray:
-        """The scenario's initial configuration q (a copy)."""
+        """Return the scenario's initial configuration q (a copy)."""
         return self.model.q_default.copy()
 
     def robot_joint_names(self, robot: str) -> list[str]:
-        """The actuated joints of a robot, in the order of its v_cmd entries."""
+        """Return the actuated joints of a robot, in the order of its v_cmd entries."""
         return list(self._robot(robot).joint_names)
 
     def robot_positions(self, q: np.ndarray, robot: str) -> np.ndarray:
-        """The joint positions of a robot, in ``robot_joint_names`` order."""
+        """Return the joint positions of a robot, in ``robot_joint_names`` order."""
         return self._checked_q(q)[self._robot(robot).q_idx].copy()
 
     def object_pose(self, q: np.ndarray, object: str) -> RigidTransform:
-        """The world pose of an object's base body at q."""
+        """Return the world pose of an object's base body at q."""
         info = self._object(object)
         self.model.set_positions(self._checked_q(q))
         plant = self.model.plant
@@ -127,14 +128,15 @@ class QuasistaticSimulator:
         return plant.EvalBodyPoseInWorld(self.model.plant_context, body)
 
     def min_signed_distance(self, q: np.ndarray) -> float:
-        """The smallest signed distance over all collision pairs at q (inf if none)."""
+        """Return the smallest signed distance over all collision pairs at q (inf if none)."""
         self.model.set_positions(self._checked_q(q))
         contacts = self.detector.detect(np.inf)
         return float(np.min(contacts.phi, initial=np.inf))
 
     def step(self, q: np.ndarray, v_cmd: Mapping[str, np.ndarray],
              q_ref: Optional[np.ndarray] = None) -> StepResult:
-        """Advance q by one time step h under the robots' velocity commands.
+        """
+        Advance q by one time step h under the robots' velocity commands.
 
         ``v_cmd`` maps robot names to joint velocities (robots left out hold still).
         The input q is never modified.  Bad input raises CommandError and

@@ -171,7 +171,8 @@ def test_unparsable_model_file(tmp_path):
 
 
 def test_halfspace_ground_is_refused_with_a_fix(tmp_path):
-    write(tmp_path, 'plane.sdf', """<?xml version="1.0"?>
+    write(tmp_path, 'plane.sdf', """
+                                 <?xml version="1.0"?>
 <sdf version="1.9"><model name="plane"><static>true</static><link name="plane">
 <collision name="c"><geometry><plane><normal>0 0 1</normal><size>1 1</size></plane>
 </geometry></collision></link></model></sdf>""")

@@ -10,7 +10,7 @@ BOX_SIZE = 0.1
 
 
 def box_scene(tmp_path, quasi_dynamic, size=(BOX_SIZE,) * 3, rpy=(0, 0, 0), robots=()):
-    """A plain <box> (no friction in its file) resting on a ground slab."""
+    """Build a plain <box> (no friction in its file) resting on a ground slab."""
     return make_sim(tmp_path, {
         'quasi_dynamic': quasi_dynamic,
         'robots': list(robots),

@@ -1,4 +1,5 @@
-r"""The convex QP time step of seed 002 (Pang & Tedrake, ICRA 2021).
+r"""
+The convex QP time step of seed 002 (Pang & Tedrake, ICRA 2021).
 
 Decision variable: the next velocity v' = [v_u'; v_a'] (objects; robots).
 
@@ -73,7 +74,8 @@ class QpStepSolution:
 def qp_cost(n_v: int, h: float, robot_v_idx: np.ndarray, stiffness: np.ndarray,
             q_a: np.ndarray, q_ref_next: np.ndarray, object_v_idx: np.ndarray,
             object_inertia: np.ndarray, tau_g_u: np.ndarray) -> QpCost:
-    """Assemble Q and b (module docstring) for robots as springs and objects.
+    """
+    Assemble Q and b (module docstring) for robots as springs and objects.
 
     ``object_inertia`` is M_u (quasi-dynamic) or eps M_u (quasi-static).
     """

@@ -1,4 +1,5 @@
-"""Dense QP solvers behind one signature, so they can be measured side by side.
+"""
+Dense QP solvers behind one signature, so they can be measured side by side.
 
 Every backend solves
 
@@ -35,7 +36,8 @@ class QpSolverResult:
 
 
 def solve_daqp(H, f, A, lower, x_lower, x_upper) -> QpSolverResult:
-    """DAQP, a dual active-set solver for small dense QPs, on an equilibrated problem.
+    """
+    Solve with DAQP, a dual active-set solver for small dense QPs, on an equilibrated problem.
 
     Variables are scaled so that H has a unit diagonal and constraint rows to
     unit norm; contact QPs mix spring terms (h^2 K ~ 10) with object inertias
@@ -73,7 +75,7 @@ _DAQP_STATUS = {-1: "infeasible", -2: "cycling", -3: "unbounded", -4: "iteration
 
 
 def solve_proxsuite(H, f, A, lower, x_lower, x_upper) -> QpSolverResult:
-    """ProxSuite's dense ProxQP (augmented Lagrangian, interior-free)."""
+    """Solve with the dense ProxQP of ProxSuite (an augmented Lagrangian method)."""
     from proxsuite import proxqp
     n, m = len(f), len(lower)
     C = np.vstack([A, np.eye(n)]) if m else np.eye(n)
@@ -93,7 +95,7 @@ def solve_proxsuite(H, f, A, lower, x_lower, x_upper) -> QpSolverResult:
 
 
 def solve_quadprog(H, f, A, lower, x_lower, x_upper) -> QpSolverResult:
-    """Goldfarb-Idnani (quadprog); needs H positive definite."""
+    """Solve with quadprog (Goldfarb-Idnani); needs H positive definite."""
     import quadprog
     n = len(f)
     finite_lo = np.isfinite(x_lower) & (x_lower > -_INF)
@@ -109,7 +111,7 @@ def solve_quadprog(H, f, A, lower, x_lower, x_upper) -> QpSolverResult:
 
 
 def solve_clarabel(H, f, A, lower, x_lower, x_upper) -> QpSolverResult:
-    """Clarabel, an interior-point conic solver (sparse)."""
+    """Solve with Clarabel, an interior-point conic solver (sparse)."""
     import clarabel
     from scipy import sparse
     n, m = len(f), len(lower)
@@ -130,7 +132,7 @@ def solve_clarabel(H, f, A, lower, x_lower, x_upper) -> QpSolverResult:
 
 
 def solve_osqp(H, f, A, lower, x_lower, x_upper) -> QpSolverResult:
-    """OSQP, an ADMM first-order solver (sparse), at tight tolerances."""
+    """Solve with OSQP, an ADMM first-order solver (sparse), at tight tolerances."""
     import osqp
     from scipy import sparse
     n, m = len(f), len(lower)
@@ -149,7 +151,7 @@ def solve_osqp(H, f, A, lower, x_lower, x_upper) -> QpSolverResult:
 
 
 def solve_drake(H, f, A, lower, x_lower, x_upper) -> QpSolverResult:
-    """Drake's MathematicalProgram with its automatic solver choice."""
+    """Solve with Drake's MathematicalProgram and its automatic solver choice."""
     from pydrake.solvers import MathematicalProgram, Solve
     n, m = len(f), len(lower)
     start = time.perf_counter()
