@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
-from pydrake.multibody.tree import BodyIndex, JacobianWrtVariable
 
 from quasistatic_drake.contact import ContactSet, combine_friction, tangent_directions
 from quasistatic_drake.manifold import contact_jacobians, pair_manifolds
@@ -113,23 +112,23 @@ class ContactDetector:
         slots, R, o = self._frames(pairs)
         slot_A = np.array([slots[p.id_A] for p in pairs])
         slot_B = np.array([slots[p.id_B] for p in pairs])
-        normals = np.array([_pair_normal(p, o[a], o[b]) for p, a, b in zip(pairs, slot_A, slot_B)])
-        points = pair_manifolds(R, o, normals, *_closest_points(pairs, R, o, slot_A, slot_B),
+        normals = np.array([_pair_normal(p, o[a], o[b])
+                            for p, a, b in zip(pairs, slot_A, slot_B)])
+        points = pair_manifolds(R, o, slot_A, slot_B, normals, *_closest_points(pairs),
                                 *self._blocks(pairs, slot_A, slot_B), tolerance)
         return self._contact_set(pairs, *points)
 
     def _frames(self, pairs) -> tuple:
         """Slots of the geometries in ``pairs`` and their stacked world rotations and origins."""
         query = self.model.query_object()
-        slots, rotations, origins = {}, [], []
+        slots, poses = {}, []
         for p in pairs:
             for gid in (p.id_A, p.id_B):
                 if gid not in slots:
                     slots[gid] = len(slots)
-                    X = query.GetPoseInWorld(gid)
-                    rotations.append(X.rotation().matrix())
-                    origins.append(X.translation())
-        return slots, np.array(rotations), np.array(origins)
+                    poses.append(query.GetPoseInWorld(gid).GetAsMatrix34())
+        poses = np.array(poses)
+        return slots, np.ascontiguousarray(poses[:, :, :3]), np.ascontiguousarray(poses[:, :, 3])
 
     def _plan(self, id_a, id_b) -> _PairPlan:
         key = (id_a, id_b)
@@ -175,14 +174,13 @@ class ContactDetector:
         geometries = self.model.geometries
         info_a = [geometries[p.id_A] for p in pairs]
         info_b = [geometries[p.id_B] for p in pairs]
-        bodies = sorted({g.body_index for g in info_a + info_b})
-        J_w, J_v, origins, moving = self._body_jacobians(bodies)
-        slot = {b: (i if moving[i] else -1) for i, b in enumerate(bodies)}
+        slot = self.model.moving_slot
+        J_w, J_v, origins = self.model.body_jacobians()
         tangents = tangent_directions(normal, self.n_d)
         J_n, J_f = contact_jacobians(
             p_A, p_B, normal, tangents,
-            np.array([slot[g.body_index] for g in info_a], dtype=np.int64)[pair],
-            np.array([slot[g.body_index] for g in info_b], dtype=np.int64)[pair],
+            np.array([slot.get(g.body_index, -1) for g in info_a], dtype=np.int64)[pair],
+            np.array([slot.get(g.body_index, -1) for g in info_b], dtype=np.int64)[pair],
             J_w, J_v, origins)
         mu = np.array([combine_friction(a.mu, b.mu) for a, b in zip(info_a, info_b)])
         return ContactSet(
@@ -190,23 +188,6 @@ class ContactDetector:
             tangents_W=tangents, point_A_W=p_A, point_B_W=p_B,
             body_a=tuple(np.array([g.body_name for g in info_a], dtype=object)[pair]),
             body_b=tuple(np.array([g.body_name for g in info_b], dtype=object)[pair]))
-
-    def _body_jacobians(self, bodies: list) -> tuple:
-        """Stacked J_w, J_v (n_b x 3 x n_v) of body origins, the origins, and which move."""
-        plant, context = self.model.plant, self.model.plant_context
-        world = plant.world_frame()
-        J, origins = [], []
-        for index in bodies:
-            body = plant.get_body(BodyIndex(int(index)))
-            J.append(plant.CalcJacobianSpatialVelocity(
-                context, JacobianWrtVariable.kV, body.body_frame(), _ORIGIN, world, world))
-            origins.append(plant.EvalBodyPoseInWorld(context, body).translation())
-        J = np.array(J)
-        return (np.ascontiguousarray(J[:, :3]), np.ascontiguousarray(J[:, 3:]),
-                np.array(origins), J.any(axis=(1, 2)))
-
-
-_ORIGIN = np.zeros(3)
 
 
 def _has_closest(pair) -> bool:
@@ -222,14 +203,11 @@ def _pair_normal(pair, o_A, o_B) -> np.ndarray:
     return gap / max(np.linalg.norm(gap), 1e-12)
 
 
-def _closest_points(pairs, R, o, slot_A, slot_B) -> tuple:
-    """Per pair: has Drake's closest points, their phi, and the world points on A and B."""
+def _closest_points(pairs) -> tuple:
+    """Per pair: has Drake's closest points, their phi, and the points in A's and B's frames."""
     has = np.array([_has_closest(p) for p in pairs], dtype=np.bool_)
     phi = np.array([p.distance if h else np.inf for p, h in zip(pairs, has)])
-    on_a = np.zeros((len(pairs), 3))
-    on_b = np.zeros((len(pairs), 3))
-    for k, p in enumerate(pairs):
-        if has[k]:
-            on_a[k] = R[slot_A[k]] @ p.p_ACa + o[slot_A[k]]
-            on_b[k] = R[slot_B[k]] @ p.p_BCb + o[slot_B[k]]
+    zero = np.zeros(3)
+    on_a = np.array([p.p_ACa if h else zero for p, h in zip(pairs, has)])
+    on_b = np.array([p.p_BCb if h else zero for p, h in zip(pairs, has)])
     return has, phi, on_a, on_b

@@ -2,7 +2,10 @@
 Compiled kernels that turn geometry into contact rows: the manifold and the Jacobians.
 
 Pure numerics (numba), no Drake; contact_detection.py feeds them from SceneGraph
-and MultibodyPlant.  Conventions follow seed 000, Sec. III-B: the normal n of a
+and MultibodyPlant.  Every compiled function of the contact pipeline lives in
+this one file on purpose: numba's on-disk cache is invalidated per source file,
+so a compiled caller in one file would keep a stale copy of a callee changed in
+another.  shapes.py describes the shapes these distance fields measure.  Conventions follow seed 000, Sec. III-B: the normal n of a
 contact points from body A to body B, and the rows are
 
     J_n,i  = n_i^T (J_B(p_B) - J_A(p_A))          (eq. 3)
@@ -23,20 +26,96 @@ import math
 import numba
 import numpy as np
 
-from quasistatic_drake.shapes import CYLINDER, point_signed_distance
-
+# Shape kinds, as small integers so that compiled kernels can switch on them.
+BOX, SPHERE, CYLINDER, CAPSULE, HALFSPACE, OTHER = range(6)
 MERGE_DISTANCE = 1e-3      # [m] points of one pair closer than this are one contact
 MERGE_COS = math.cos(math.radians(5.0))
 FACE_PHI_TOLERANCE = 1e-6  # [m] feature points this close to the closest pair's phi share its face
+# [m] a point this close outside a box or cylinder takes the nearest face's normal: the
+# direction of a sub-nanometre offset is round-off, not geometry.
+_ON_SURFACE = 1e-9
 
 
 @numba.njit(cache=True)
-def pair_manifolds(R, o, pair_normal, has_closest, closest_phi, closest_A, closest_B,
+def distances(kind, params, points, d, grad):
+    """Write the signed distances and gradients of points (k x 3) to one shape."""
+    for k in range(points.shape[0]):
+        d[k] = point_signed_distance(kind, params, points[k, 0], points[k, 1], points[k, 2],
+                                     grad[k])
+
+
+@numba.njit(cache=True)
+def point_signed_distance(kind, params, x, y, z, grad):
+    """Signed distance of point (x, y, z) to a shape; writes the unit gradient to grad."""
+    if kind == BOX:
+        return _box(params[0], params[1], params[2], x, y, z, grad)
+    if kind == SPHERE:
+        return _unit(x, y, z, grad) - params[3]
+    if kind == CYLINDER:
+        return _cylinder(params[3], params[4], x, y, z, grad)
+    if kind == CAPSULE:
+        return _unit(x, y, z - min(max(z, -params[4]), params[4]), grad) - params[3]
+    grad[0], grad[1], grad[2] = 0.0, 0.0, 1.0      # HALFSPACE
+    return z
+
+
+@numba.njit(cache=True)
+def _unit(x, y, z, out):
+    """Write (x, y, z) normalised to out (+z where it is zero) and return its norm."""
+    norm = math.sqrt(x * x + y * y + z * z)
+    if norm <= 1e-12:
+        out[0], out[1], out[2] = 0.0, 0.0, 1.0
+    else:
+        out[0], out[1], out[2] = x / norm, y / norm, z / norm
+    return norm
+
+
+@numba.njit(cache=True)
+def _box(hx, hy, hz, x, y, z, grad):
+    ex, ey, ez = abs(x) - hx, abs(y) - hy, abs(z) - hz     # > 0 beyond a face
+    sx, sy, sz = math.copysign(1.0, x), math.copysign(1.0, y), math.copysign(1.0, z)
+    if max(ex, ey, ez) > _ON_SURFACE:
+        return _unit(sx * max(ex, 0.0), sy * max(ey, 0.0), sz * max(ez, 0.0), grad)
+    grad[0], grad[1], grad[2] = 0.0, 0.0, 0.0      # inside or on the surface: nearest face
+    if ex >= ey and ex >= ez:
+        grad[0] = sx
+        return ex
+    if ey >= ez:
+        grad[1] = sy
+        return ey
+    grad[2] = sz
+    return ez
+
+
+@numba.njit(cache=True)
+def _cylinder(radius, half_length, x, y, z, grad):
+    rho = math.sqrt(x * x + y * y)
+    ux, uy = (x / rho, y / rho) if rho > 1e-12 else (1.0, 0.0)
+    w_r, w_z = rho - radius, abs(z) - half_length
+    s_z = math.copysign(1.0, z)
+    if max(w_r, w_z) > _ON_SURFACE:
+        g_r, g_z = max(w_r, 0.0), max(w_z, 0.0)
+        d = math.sqrt(g_r * g_r + g_z * g_z)
+        g_r, g_z = g_r / d, g_z / d
+    elif w_r >= w_z:
+        d, g_r, g_z = w_r, 1.0, 0.0
+    else:
+        d, g_r, g_z = w_z, 0.0, 1.0
+    grad[0], grad[1], grad[2] = g_r * ux, g_r * uy, g_z * s_z
+    return d
+
+
+@numba.njit(cache=True)
+def pair_manifolds(R, o, pair_A, pair_B, pair_normal, has_closest, closest_phi, closest_A,
+                   closest_B,
                    block_pair, block_feature, block_field, block_a_is_feature,
                    block_feature_kind, block_feature_params, block_field_kind,
                    block_field_params, block_start, centres_G, radii, tolerance):
     """
     Return the contact points (phi, p_A, p_B, n_AB, pair) of all geometry pairs.
+
+    Pair k joins geometry slots ``pair_A[k]`` and ``pair_B[k]``; its Drake closest
+    points ``closest_A[k]``, ``closest_B[k]`` are in those geometries' frames.
 
     Block b tests feature points ``block_start[b]:block_start[b+1]`` of geometry
     slot ``block_feature[b]`` against slot ``block_field[b]``; a cylinder's two
@@ -75,8 +154,8 @@ def pair_manifolds(R, o, pair_normal, has_closest, closest_phi, closest_A, close
                                     block_field_kind[b], block_field_params[b],
                                     block_a_is_feature[b], k, tolerance,
                                     phi, p_A, p_B, normal, pair, count)
-    count = _add_closest_points(has_closest, closest_phi, closest_A, closest_B, pair_normal,
-                                phi, p_A, p_B, normal, pair, count)
+    count = _add_closest_points(R, o, pair_A, pair_B, has_closest, closest_phi, closest_A,
+                                closest_B, pair_normal, phi, p_A, p_B, normal, pair, count)
     keep = _without_twins(phi[:count], p_A[:count], normal[:count], pair[:count])
     return (phi[:count][keep], p_A[:count][keep], p_B[:count][keep], normal[:count][keep],
             pair[:count][keep])
@@ -134,8 +213,9 @@ def _rim_extremes(R_F, towards_W, params, out):
 
 
 @numba.njit(cache=True)
-def _add_closest_points(has_closest, closest_phi, closest_A, closest_B, pair_normal,
-                        phi, p_A, p_B, normal, pair, count):
+def _add_closest_points(R, o, pair_A, pair_B, has_closest, closest_phi, closest_A,
+                        closest_B, pair_normal, phi, p_A, p_B, normal, pair, count):
+    """Append each pair's Drake closest point (given in A's and B's frames) where needed."""
     on_face = np.zeros(has_closest.shape[0], dtype=np.int64)
     for i in range(count):
         j = pair[i]
@@ -146,7 +226,9 @@ def _add_closest_points(has_closest, closest_phi, closest_A, closest_B, pair_nor
     for j in range(has_closest.shape[0]):
         if has_closest[j] and on_face[j] < 3:
             phi[count], pair[count] = closest_phi[j], j
-            p_A[count], p_B[count], normal[count] = closest_A[j], closest_B[j], pair_normal[j]
+            p_A[count] = R[pair_A[j]] @ closest_A[j] + o[pair_A[j]]
+            p_B[count] = R[pair_B[j]] @ closest_B[j] + o[pair_B[j]]
+            normal[count] = pair_normal[j]
             count += 1
     return count
 
@@ -206,3 +288,19 @@ def _add_row(J, row, u, r, J_w, J_v, sign):
     for v in range(J.shape[1]):
         J[row, v] += sign * (u[0] * J_v[0, v] + u[1] * J_v[1, v] + u[2] * J_v[2, v]
                              + c0 * J_w[0, v] + c1 * J_w[1, v] + c2 * J_w[2, v])
+
+
+@numba.njit(cache=True)
+def sweep_lengths(J_w, J_v, radii, v, h):
+    """
+    Return how far any point of each body can move in one step: h (|v_o| + R |w|).
+
+    ``J_w``, ``J_v`` (n_b x 3 x n_v) map v to each body origin's spatial velocity,
+    ``radii`` (n_b) bound the bodies' geometry about their origins.
+    """
+    out = np.empty(radii.shape[0])
+    for b in range(radii.shape[0]):
+        w = J_w[b] @ v
+        u = J_v[b] @ v
+        out[b] = h * (math.sqrt(u @ u) + radii[b] * math.sqrt(w @ w))
+    return out

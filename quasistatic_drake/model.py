@@ -17,7 +17,7 @@ from pydrake.geometry import Box, Capsule, Cylinder, HalfSpace, SceneGraph, Sphe
 from pydrake.math import RigidTransform, RollPitchYaw
 from pydrake.multibody.parsing import Parser
 from pydrake.multibody.plant import AddMultibodyPlantSceneGraph, MultibodyPlant
-from pydrake.multibody.tree import BodyIndex, ModelInstanceIndex
+from pydrake.multibody.tree import BodyIndex, JacobianWrtVariable, ModelInstanceIndex
 from pydrake.systems.framework import DiagramBuilder
 
 from quasistatic_drake.model_files import collision_friction_flags
@@ -116,6 +116,10 @@ class QuasistaticModel:
         self.geometries = self._geometry_infos(instances)
         self.candidate_pairs = self._candidate_pairs()
         self.moving_bodies = self._moving_bodies()
+        self.moving_slot = {int(body.index()): k for k, (body, _) in enumerate(self.moving_bodies)}
+        self.moving_radii = np.array([r for _, r in self.moving_bodies])
+        self._moving_frames = [body.body_frame() for body, _ in self.moving_bodies]
+        self._jacobians = None
         self.quaternion_starts = self._quaternion_starts()
         self.q_default = self.plant.GetPositions(self.plant_context).copy()
         self._q_set: Optional[np.ndarray] = None
@@ -153,6 +157,26 @@ class QuasistaticModel:
             return
         self.plant.SetPositions(self.plant_context, q)
         self._q_set = np.array(q, dtype=float)
+        self._jacobians = None
+
+    def body_jacobians(self) -> tuple:
+        """
+        Return J_w, J_v (n_b x 3 x n_v) and origins (n_b x 3) of the moving bodies.
+
+        The rows follow ``moving_bodies``; the spatial velocity of body b's origin
+        in the world is (J_w[b] v, J_v[b] v).  Cached until the positions change.
+        """
+        if self._jacobians is None:
+            plant, context = self.plant, self.plant_context
+            world = plant.world_frame()
+            J = np.array([plant.CalcJacobianSpatialVelocity(
+                context, JacobianWrtVariable.kV, frame, _ORIGIN, world, world)
+                for frame in self._moving_frames]).reshape(-1, 6, self.n_v)
+            origins = np.array([plant.EvalBodyPoseInWorld(context, body).translation()
+                                for body, _ in self.moving_bodies]).reshape(-1, 3)
+            self._jacobians = (np.ascontiguousarray(J[:, :3]), np.ascontiguousarray(J[:, 3:]),
+                               origins)
+        return self._jacobians
 
     def query_object(self):
         """Return SceneGraph's QueryObject at the current configuration."""
@@ -306,7 +330,7 @@ class QuasistaticModel:
         Return (body, radius) for each movable body with collision geometry.
 
         The radius about the body's origin holds all of its geometry; it bounds
-        how far the body's points move in a step (simulator._sweeps).
+        how far its points move in a step (manifold.sweep_lengths).
         """
         inspector = self.scene_graph.model_inspector()
         radius = {}
@@ -350,6 +374,9 @@ class QuasistaticModel:
                   for j in self.plant.GetJointIndices()
                   if self.plant.get_joint(j).type_name() == "quaternion_floating"]
         return np.array(starts, dtype=int)
+
+
+_ORIGIN = np.zeros(3)
 
 
 def _hull_radius(shape) -> float:

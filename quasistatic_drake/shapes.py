@@ -11,19 +11,19 @@ of one geometry (box vertices, cylinder rim points, capsule end spheres) are
 tested against the exact signed distance field of the other, so a face
 resting on a face yields several contact points instead of Drake's single
 closest pair.  The distance fields are numba-compiled scalar functions, so the
-manifold of a whole scene is computed in one compiled call.
+manifold of a whole scene is computed in one compiled call (manifold.py holds
+every compiled function: numba's cache is invalidated per source file only).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
-import numba
 import numpy as np
 
-# Shape kinds, as small integers so that compiled kernels can switch on them.
-BOX, SPHERE, CYLINDER, CAPSULE, HALFSPACE, OTHER = range(6)
+from quasistatic_drake.manifold import (  # noqa: F401  (the kinds are re-exported)
+    BOX, CAPSULE, CYLINDER, distances, HALFSPACE, OTHER, SPHERE)
+
 KIND_NAMES = ("box", "sphere", "cylinder", "capsule", "halfspace", "other")
 RIM_SAMPLES = 8  # points per cylinder rim; the rims' extreme points are added exactly
 
@@ -79,76 +79,8 @@ def signed_distance(shape: ShapeSpec, p_G: np.ndarray) -> tuple[np.ndarray, np.n
     p_G = np.atleast_2d(np.asarray(p_G, dtype=float))
     d = np.empty(len(p_G))
     grad = np.empty_like(p_G)
-    _distances(shape.kind, shape.params, p_G, d, grad)
+    distances(shape.kind, shape.params, p_G, d, grad)
     return d, grad
-
-
-@numba.njit(cache=True)
-def _distances(kind, params, points, d, grad):
-    for k in range(points.shape[0]):
-        d[k] = point_signed_distance(kind, params, points[k, 0], points[k, 1], points[k, 2],
-                                     grad[k])
-
-
-@numba.njit(cache=True)
-def point_signed_distance(kind, params, x, y, z, grad):
-    """Signed distance of point (x, y, z) to a shape; writes the unit gradient to grad."""
-    if kind == BOX:
-        return _box(params[0], params[1], params[2], x, y, z, grad)
-    if kind == SPHERE:
-        return _unit(x, y, z, grad) - params[3]
-    if kind == CYLINDER:
-        return _cylinder(params[3], params[4], x, y, z, grad)
-    if kind == CAPSULE:
-        return _unit(x, y, z - min(max(z, -params[4]), params[4]), grad) - params[3]
-    grad[0], grad[1], grad[2] = 0.0, 0.0, 1.0      # HALFSPACE
-    return z
-
-
-@numba.njit(cache=True)
-def _unit(x, y, z, out):
-    """Write (x, y, z) normalised to out (+z where it is zero) and return its norm."""
-    norm = math.sqrt(x * x + y * y + z * z)
-    if norm <= 1e-12:
-        out[0], out[1], out[2] = 0.0, 0.0, 1.0
-    else:
-        out[0], out[1], out[2] = x / norm, y / norm, z / norm
-    return norm
-
-
-@numba.njit(cache=True)
-def _box(hx, hy, hz, x, y, z, grad):
-    ex, ey, ez = abs(x) - hx, abs(y) - hy, abs(z) - hz     # > 0 beyond a face
-    sx, sy, sz = math.copysign(1.0, x), math.copysign(1.0, y), math.copysign(1.0, z)
-    if ex > 0.0 or ey > 0.0 or ez > 0.0:
-        return _unit(sx * max(ex, 0.0), sy * max(ey, 0.0), sz * max(ez, 0.0), grad)
-    grad[0], grad[1], grad[2] = 0.0, 0.0, 0.0                # inside: nearest face
-    if ex >= ey and ex >= ez:
-        grad[0] = sx
-        return ex
-    if ey >= ez:
-        grad[1] = sy
-        return ey
-    grad[2] = sz
-    return ez
-
-
-@numba.njit(cache=True)
-def _cylinder(radius, half_length, x, y, z, grad):
-    rho = math.sqrt(x * x + y * y)
-    ux, uy = (x / rho, y / rho) if rho > 1e-12 else (1.0, 0.0)
-    w_r, w_z = rho - radius, abs(z) - half_length
-    s_z = math.copysign(1.0, z)
-    if w_r > 0.0 or w_z > 0.0:
-        g_r, g_z = max(w_r, 0.0), max(w_z, 0.0)
-        d = math.sqrt(g_r * g_r + g_z * g_z)
-        g_r, g_z = g_r / d, g_z / d
-    elif w_r >= w_z:
-        d, g_r, g_z = w_r, 1.0, 0.0
-    else:
-        d, g_r, g_z = w_z, 0.0, 1.0
-    grad[0], grad[1], grad[2] = g_r * ux, g_r * uy, g_z * s_z
-    return d
 
 
 def feature_points(shape: ShapeSpec) -> tuple[np.ndarray, np.ndarray]:

@@ -34,6 +34,7 @@ from pydrake.multibody.tree import JointIndex
 
 from quasistatic_drake.contact import ContactSet
 from quasistatic_drake.contact_detection import ContactDetector, proximity_pairs
+from quasistatic_drake.manifold import sweep_lengths
 from quasistatic_drake.formulations.qp import (QpStepSolution, qp_cost,
                                                quasi_static_inertia_scale, solve_qp_step)
 from quasistatic_drake.model import QuasistaticModel
@@ -207,34 +208,25 @@ class QuasistaticSimulator:
         distance is below s_A + s_B; then the step is solved again from q with
         the tolerance widened to cover that reach.
         """
-        sweeps = self._sweeps(v)
-        if 2.0 * max(sweeps.values(), default=0.0) <= tolerance:
+        J_w, J_v, _ = self.model.body_jacobians()
+        sweeps = sweep_lengths(J_w, J_v, self.model.moving_radii, v, self.h)
+        if 2.0 * np.max(sweeps, initial=0.0) <= tolerance:
             return None
+        slot = self.model.moving_slot
         known = set(zip(contacts.body_a, contacts.body_b))
         geometries = self.model.geometries
         reach_needed = 0.0
-        for pair in proximity_pairs(self.model, 2.0 * max(sweeps.values())):
+        for pair in proximity_pairs(self.model, 2.0 * np.max(sweeps)):
             a, b = geometries[pair.id_A], geometries[pair.id_B]
             if (a.body_name, b.body_name) in known:
                 continue
-            reach = sweeps.get(a.body_index, 0.0) + sweeps.get(b.body_index, 0.0)
+            reach = sum(sweeps[slot[g.body_index]] for g in (a, b) if g.body_index in slot)
             distance = pair.distance if np.isfinite(pair.distance) else 0.0
             if distance < reach:
                 reach_needed = max(reach_needed, reach)
         if reach_needed <= tolerance:
             return None
         return reach_needed + self.scenario.contact_detection_tolerance
-
-    def _sweeps(self, v: np.ndarray) -> dict:
-        """Return the largest distance any point of each moving body travels in the step."""
-        plant, context = self.model.plant, self.model.plant_context
-        plant.SetVelocities(context, v)
-        sweeps = {}
-        for body, radius in self.model.moving_bodies:
-            V = plant.EvalBodySpatialVelocityInWorld(context, body)
-            sweeps[int(body.index())] = self.h * (np.linalg.norm(V.translational())
-                                                  + radius * np.linalg.norm(V.rotational()))
-        return sweeps
 
     def _pairs(self, q: np.ndarray, tolerance: float) -> list:
         """Signed-distance pairs within tolerance at q, cached for the next step."""

@@ -46,6 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+import numba
 import numpy as np
 
 from quasistatic_drake.contact import ContactSet
@@ -111,15 +112,28 @@ def friction_cone_rows(contacts: ContactSet) -> tuple[np.ndarray, np.ndarray]:
     A frictionless contact gets a single row J_n,i (its n_d rows would coincide);
     its j is -1.
     """
-    n_c, n_d, n_v = contacts.n_c, contacts.n_d, contacts.J_n.shape[1]
-    rows = (contacts.J_n[:, None, :]
-            + contacts.mu[:, None, None] * contacts.J_f.reshape(n_c, n_d, n_v))
-    i, j = np.divmod(np.arange(n_c * n_d), n_d)
-    keep = (contacts.mu[i] > 0.0) | (j == 0)
-    if keep.all():
-        return rows.reshape(-1, n_v), np.column_stack([i, j])
-    j = np.where(contacts.mu[i] > 0.0, j, -1)
-    return rows.reshape(-1, n_v)[keep], np.column_stack([i[keep], j[keep]])
+    return _cone_rows(contacts.J_n, contacts.J_f, contacts.mu, contacts.n_d)
+
+
+@numba.njit(cache=True)
+def _cone_rows(J_n, J_f, mu, n_d):
+    n_rows = 0
+    for i in range(mu.shape[0]):
+        n_rows += n_d if mu[i] > 0.0 else 1
+    A = np.empty((n_rows, J_n.shape[1]))
+    index = np.empty((n_rows, 2), dtype=np.int64)
+    r = 0
+    for i in range(mu.shape[0]):
+        if mu[i] > 0.0:
+            for j in range(n_d):
+                A[r] = J_n[i] + mu[i] * J_f[i * n_d + j]
+                index[r, 0], index[r, 1] = i, j
+                r += 1
+        else:
+            A[r] = J_n[i]
+            index[r, 0], index[r, 1] = i, -1
+            r += 1
+    return A, index
 
 
 def solve_qp_step(cost: QpCost, contacts: ContactSet, h: float,
@@ -137,15 +151,16 @@ def solve_qp_step(cost: QpCost, contacts: ContactSet, h: float,
 
 
 def contact_impulses(contacts: ContactSet, index: np.ndarray, beta: np.ndarray) -> np.ndarray:
-    """Impulse on B by A per contact: sum_j beta_ij (n_i + mu_i d_ij), world frame."""
-    impulses = np.zeros((contacts.n_c, 3))
-    if not len(beta):
-        return impulses
-    i, j = index[:, 0], index[:, 1]
-    rays = contacts.normal_W[i] + (contacts.mu[i] * (j >= 0))[:, None] * \
-        contacts.tangents_W[i, np.maximum(j, 0)]
-    weighted = beta[:, None] * rays
-    if len(i) == contacts.n_c * contacts.n_d:          # every contact has n_d rows
-        return weighted.reshape(contacts.n_c, contacts.n_d, 3).sum(axis=1)
-    np.add.at(impulses, i, weighted)
+    """Return the impulse on B by A per contact, sum_j beta_ij (n_i + mu_i d_ij), world frame."""
+    return _impulses(contacts.normal_W, contacts.tangents_W, contacts.mu, index, beta)
+
+
+@numba.njit(cache=True)
+def _impulses(normal, tangents, mu, index, beta):
+    impulses = np.zeros((normal.shape[0], 3))
+    for r in range(index.shape[0]):
+        i, j = index[r, 0], index[r, 1]
+        impulses[i] += beta[r] * normal[i]
+        if j >= 0:
+            impulses[i] += beta[r] * mu[i] * tangents[i, j]
     return impulses
