@@ -5,8 +5,10 @@ Pure numerics (numba), no Drake; contact_detection.py feeds them from SceneGraph
 and MultibodyPlant.  Every compiled function of the contact pipeline lives in
 this one file on purpose: numba's on-disk cache is invalidated per source file,
 so a compiled caller in one file would keep a stale copy of a callee changed in
-another.  shapes.py describes the shapes these distance fields measure.  Conventions follow seed 000, Sec. III-B: the normal n of a
-contact points from body A to body B, and the rows are
+another.  shapes.py describes the shapes these distance fields measure.
+
+Conventions follow seed 000, Sec. III-B: the normal n of a contact points from
+body A to body B, and the rows are
 
     J_n,i  = n_i^T (J_B(p_B) - J_A(p_A))          (eq. 3)
     J_f,ij = d_ij^T (J_B(p_B) - J_A(p_A))         (eq. 4)
