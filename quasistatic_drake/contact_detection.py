@@ -87,6 +87,24 @@ class _PairPlan:
     radii: np.ndarray            # (k,)
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """What a step's contact arrays need that depends only on the set of geometry pairs."""
+
+    geometry_ids: list          # geometry of each slot
+    slot_A: np.ndarray          # per pair
+    slot_B: np.ndarray
+    blocks: tuple               # the block arrays of pair_manifolds
+    body_A: np.ndarray          # per pair: row of model.body_jacobians(), -1 if static
+    body_B: np.ndarray
+    mu: np.ndarray              # per pair, combined by Drake's rule
+    name_A: np.ndarray          # per pair, "model::body"
+    name_B: np.ndarray
+
+
+_LAYOUT_CACHE_SIZE = 256
+
+
 class ContactDetector:
     """Builds the ContactSet of the model's current configuration."""
 
@@ -94,7 +112,7 @@ class ContactDetector:
         """Use ``n_d`` friction directions per contact."""
         self.model = model
         self.n_d = n_d
-        self._plans: dict = {}
+        self._layouts: dict = {}
 
     def detect(self, tolerance: float, pairs=None) -> ContactSet:
         """
@@ -109,52 +127,71 @@ class ContactDetector:
         pairs = [p for p in pairs if geometries[p.id_A].moves or geometries[p.id_B].moves]
         if not pairs:
             return ContactSet.empty(self.model.n_v, self.n_d)
-        slots, R, o = self._frames(pairs)
-        slot_A = np.array([slots[p.id_A] for p in pairs])
-        slot_B = np.array([slots[p.id_B] for p in pairs])
-        normals = np.array([_pair_normal(p, o[a], o[b])
-                            for p, a, b in zip(pairs, slot_A, slot_B)])
-        points = pair_manifolds(R, o, slot_A, slot_B, normals, *_closest_points(pairs),
-                                *self._blocks(pairs, slot_A, slot_B), tolerance)
-        return self._contact_set(pairs, *points)
-
-    def _frames(self, pairs) -> tuple:
-        """Slots of the geometries in ``pairs`` and their stacked world rotations and origins."""
+        layout = self._layout(tuple((p.id_A, p.id_B) for p in pairs))
         query = self.model.query_object()
-        slots, poses = {}, []
-        for p in pairs:
-            for gid in (p.id_A, p.id_B):
-                if gid not in slots:
-                    slots[gid] = len(slots)
-                    poses.append(query.GetPoseInWorld(gid).GetAsMatrix34())
-        poses = np.array(poses)
-        return slots, np.ascontiguousarray(poses[:, :, :3]), np.ascontiguousarray(poses[:, :, 3])
+        poses = np.array([query.GetPoseInWorld(g).GetAsMatrix34() for g in layout.geometry_ids])
+        R, o = np.ascontiguousarray(poses[:, :, :3]), np.ascontiguousarray(poses[:, :, 3])
+        closest = _closest_points(pairs, o[layout.slot_A], o[layout.slot_B])
+        phi, p_A, p_B, normal, pair = pair_manifolds(
+            R, o, layout.slot_A, layout.slot_B, *closest, *layout.blocks, tolerance)
+        J_w, J_v, origins = self.model.body_jacobians()
+        tangents = tangent_directions(normal, self.n_d)
+        J_n, J_f = contact_jacobians(p_A, p_B, normal, tangents, layout.body_A[pair],
+                                     layout.body_B[pair], J_w, J_v, origins)
+        return ContactSet(
+            phi=phi, J_n=J_n, J_f=J_f, mu=layout.mu[pair], normal_W=normal,
+            tangents_W=tangents, point_A_W=p_A, point_B_W=p_B,
+            body_a=tuple(layout.name_A[pair]), body_b=tuple(layout.name_B[pair]))
+
+    def _layout(self, key: tuple) -> _Layout:
+        """Return the arrays that depend only on which geometry pairs are present (cached)."""
+        if key not in self._layouts:
+            if len(self._layouts) >= _LAYOUT_CACHE_SIZE:
+                self._layouts.clear()
+            self._layouts[key] = self._build_layout(key)
+        return self._layouts[key]
+
+    def _build_layout(self, key: tuple) -> _Layout:
+        geometries, slot_of_body = self.model.geometries, self.model.moving_slot
+        slots = {}
+        for id_a, id_b in key:
+            slots.setdefault(id_a, len(slots))
+            slots.setdefault(id_b, len(slots))
+        slot_A = np.array([slots[a] for a, _ in key], dtype=np.int64)
+        slot_B = np.array([slots[b] for _, b in key], dtype=np.int64)
+        info_A = [geometries[a] for a, _ in key]
+        info_B = [geometries[b] for _, b in key]
+        return _Layout(
+            geometry_ids=list(slots), slot_A=slot_A, slot_B=slot_B,
+            blocks=self._blocks([self._plan(a, b) for a, b in key], slot_A, slot_B),
+            body_A=np.array([slot_of_body.get(g.body_index, -1) for g in info_A], np.int64),
+            body_B=np.array([slot_of_body.get(g.body_index, -1) for g in info_B], np.int64),
+            mu=np.array([combine_friction(a.mu, b.mu) for a, b in zip(info_A, info_B)]),
+            name_A=np.array([g.body_name for g in info_A], dtype=object),
+            name_B=np.array([g.body_name for g in info_B], dtype=object))
 
     def _plan(self, id_a, id_b) -> _PairPlan:
-        key = (id_a, id_b)
-        if key not in self._plans:
-            geometries = self.model.geometries
-            blocks = []
-            for feat, field, a_is_feature in ((id_a, id_b, True), (id_b, id_a, False)):
-                centres, radii = feature_points(geometries[feat].shape)
-                if geometries[field].shape.has_distance_field and (
-                        len(radii) or geometries[feat].shape.kind == CYLINDER):
-                    blocks.append((geometries[feat].shape, geometries[field].shape,
-                                   a_is_feature, centres, radii))
-            self._plans[key] = _PairPlan(
-                a_is_feature=np.array([b[2] for b in blocks], dtype=np.bool_),
-                feature_kind=np.array([b[0].kind for b in blocks], dtype=np.int64),
-                feature_params=np.array([b[0].params for b in blocks]).reshape(-1, 5),
-                field_kind=np.array([b[1].kind for b in blocks], dtype=np.int64),
-                field_params=np.array([b[1].params for b in blocks]).reshape(-1, 5),
-                counts=np.array([len(b[4]) for b in blocks], dtype=np.int64),
-                centres=np.vstack([b[3] for b in blocks] or [np.zeros((0, 3))]),
-                radii=np.concatenate([b[4] for b in blocks] or [np.zeros(0)]))
-        return self._plans[key]
+        geometries = self.model.geometries
+        blocks = []
+        for feat, field, a_is_feature in ((id_a, id_b, True), (id_b, id_a, False)):
+            centres, radii = feature_points(geometries[feat].shape)
+            if geometries[field].shape.has_distance_field and (
+                    len(radii) or geometries[feat].shape.kind == CYLINDER):
+                blocks.append((geometries[feat].shape, geometries[field].shape,
+                               a_is_feature, centres, radii))
+        return _PairPlan(
+            a_is_feature=np.array([b[2] for b in blocks], dtype=np.bool_),
+            feature_kind=np.array([b[0].kind for b in blocks], dtype=np.int64),
+            feature_params=np.array([b[0].params for b in blocks]).reshape(-1, 5),
+            field_kind=np.array([b[1].kind for b in blocks], dtype=np.int64),
+            field_params=np.array([b[1].params for b in blocks]).reshape(-1, 5),
+            counts=np.array([len(b[4]) for b in blocks], dtype=np.int64),
+            centres=np.vstack([b[3] for b in blocks] or [np.zeros((0, 3))]),
+            radii=np.concatenate([b[4] for b in blocks] or [np.zeros(0)]))
 
-    def _blocks(self, pairs, slot_A, slot_B) -> tuple:
-        """Return the block arrays of pair_manifolds for all pairs."""
-        plans = [self._plan(p.id_A, p.id_B) for p in pairs]
+    @staticmethod
+    def _blocks(plans, slot_A, slot_B) -> tuple:
+        """Return the block arrays of pair_manifolds for the pairs' plans."""
         block_pair = np.repeat(np.arange(len(plans)), [len(p.counts) for p in plans])
         a_is_feature = np.concatenate([p.a_is_feature for p in plans])
         counts = np.concatenate([p.counts for p in plans])
@@ -170,44 +207,29 @@ class ContactDetector:
                 np.concatenate([p.centres for p in plans]),
                 np.concatenate([p.radii for p in plans]))
 
-    def _contact_set(self, pairs, phi, p_A, p_B, normal, pair) -> ContactSet:
-        geometries = self.model.geometries
-        info_a = [geometries[p.id_A] for p in pairs]
-        info_b = [geometries[p.id_B] for p in pairs]
-        slot = self.model.moving_slot
-        J_w, J_v, origins = self.model.body_jacobians()
-        tangents = tangent_directions(normal, self.n_d)
-        J_n, J_f = contact_jacobians(
-            p_A, p_B, normal, tangents,
-            np.array([slot.get(g.body_index, -1) for g in info_a], dtype=np.int64)[pair],
-            np.array([slot.get(g.body_index, -1) for g in info_b], dtype=np.int64)[pair],
-            J_w, J_v, origins)
-        mu = np.array([combine_friction(a.mu, b.mu) for a, b in zip(info_a, info_b)])
-        return ContactSet(
-            phi=phi, J_n=J_n, J_f=J_f, mu=mu[pair], normal_W=normal,
-            tangents_W=tangents, point_A_W=p_A, point_B_W=p_B,
-            body_a=tuple(np.array([g.body_name for g in info_a], dtype=object)[pair]),
-            body_b=tuple(np.array([g.body_name for g in info_b], dtype=object)[pair]))
-
 
 def _has_closest(pair) -> bool:
     """Whether Drake gave usable closest points (it gives NaN normals for some touching pairs)."""
     return pair.nhat_BA_W is not None and bool(np.all(np.isfinite(pair.nhat_BA_W)))
 
 
-def _pair_normal(pair, o_A, o_B) -> np.ndarray:
-    """Return the unit normal from A to B: Drake's, or centre to centre if Drake has none."""
-    if _has_closest(pair):
-        return -np.asarray(pair.nhat_BA_W)
-    gap = o_B - o_A
-    return gap / max(np.linalg.norm(gap), 1e-12)
+def _closest_points(pairs, o_A: np.ndarray, o_B: np.ndarray) -> tuple:
+    """
+    Return per pair: the normal A -> B, has Drake's closest points, phi, points on A and B.
 
-
-def _closest_points(pairs) -> tuple:
-    """Per pair: has Drake's closest points, their phi, and the points in A's and B's frames."""
-    has = np.array([_has_closest(p) for p in pairs], dtype=np.bool_)
-    phi = np.array([p.distance if h else np.inf for p, h in zip(pairs, has)])
-    zero = np.zeros(3)
-    on_a = np.array([p.p_ACa if h else zero for p, h in zip(pairs, has)])
-    on_b = np.array([p.p_BCb if h else zero for p, h in zip(pairs, has)])
-    return has, phi, on_a, on_b
+    The points are in A's and B's geometry frames.  Where Drake gives no usable
+    normal, the normal runs from A's origin to B's and only features count.
+    """
+    n = len(pairs)
+    normal, on_a, on_b = np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((n, 3))
+    has = np.zeros(n, dtype=np.bool_)
+    phi = np.full(n, np.inf)
+    for k, p in enumerate(pairs):
+        if _has_closest(p):
+            has[k], phi[k], normal[k] = True, p.distance, p.nhat_BA_W
+            normal[k] *= -1.0
+            on_a[k], on_b[k] = p.p_ACa, p.p_BCb
+        else:
+            gap = o_B[k] - o_A[k]
+            normal[k] = gap / max(np.linalg.norm(gap), 1e-12)
+    return normal, has, phi, on_a, on_b

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
-from pydrake.geometry import Box, Capsule, Cylinder, HalfSpace, SceneGraph, Sphere
+from pydrake.geometry import (Box, Capsule, Convex, Cylinder, HalfSpace, Mesh, SceneGraph,
+                              Sphere)
 from pydrake.math import RigidTransform, RollPitchYaw
 from pydrake.multibody.parsing import Parser
 from pydrake.multibody.plant import AddMultibodyPlantSceneGraph, MultibodyPlant
@@ -78,6 +79,10 @@ def shape_spec(shape) -> ShapeSpec:
         return ShapeSpec(CAPSULE, radius=shape.radius(), half_length=0.5 * shape.length())
     if isinstance(shape, HalfSpace):
         return ShapeSpec(HALFSPACE)
+    if isinstance(shape, (Convex, Mesh)):
+        hull = shape.GetConvexHull()
+        return ShapeSpec(OTHER, hull=np.array([hull.vertex(i)
+                                               for i in range(hull.num_vertices())]))
     return ShapeSpec(OTHER)
 
 
@@ -338,8 +343,6 @@ class QuasistaticModel:
             if info.moves:
                 offset = np.linalg.norm(inspector.GetPoseInFrame(gid).translation())
                 extent = info.shape.bounding_radius
-                if not np.isfinite(extent):
-                    extent = _hull_radius(inspector.GetShape(gid))
                 radius[info.body_index] = max(radius.get(info.body_index, 0.0),
                                               offset + extent)
         return [(self.plant.get_body(BodyIndex(b)), r) for b, r in sorted(radius.items())]
@@ -377,14 +380,6 @@ class QuasistaticModel:
 
 
 _ORIGIN = np.zeros(3)
-
-
-def _hull_radius(shape) -> float:
-    """Largest distance from the origin to a shape's convex hull (inf if unknown)."""
-    try:
-        return float(np.max(np.linalg.norm(shape.GetConvexHull().vertices(), axis=1)))
-    except (AttributeError, RuntimeError, ValueError):
-        return np.inf
 
 
 def pose_is_set(pose: Pose) -> bool:

@@ -34,14 +34,16 @@ class ShapeSpec:
     A primitive shape's kind and size, in metres.
 
     box: ``half`` = half extents; sphere: ``radius``; cylinder and capsule:
-    ``radius`` and ``half_length``; halfspace: nothing; OTHER (ellipsoid, mesh,
-    convex): no analytic field, only Drake's closest point is used.
+    ``radius`` and ``half_length``; halfspace: nothing; OTHER (mesh, convex,
+    ellipsoid): no analytic field; a mesh's or convex's ``hull`` vertices serve
+    as its feature points.
     """
 
     kind: int
     half: np.ndarray = field(default_factory=lambda: np.zeros(3))
     radius: float = 0.0
     half_length: float = 0.0
+    hull: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))  # OTHER: hull vertices
 
     @property
     def has_distance_field(self) -> bool:
@@ -64,6 +66,8 @@ class ShapeSpec:
             return float(np.hypot(self.radius, self.half_length))
         if self.kind == CAPSULE:
             return self.radius + self.half_length
+        if len(self.hull):
+            return float(np.max(np.linalg.norm(self.hull, axis=1)))
         return np.inf
 
 
@@ -90,8 +94,9 @@ def feature_points(shape: ShapeSpec) -> tuple[np.ndarray, np.ndarray]:
     A feature is a sphere (centre, radius) on the shape's boundary whose signed
     distance to another geometry is ``d(centre) - radius``: box vertices and
     cylinder rim samples have radius 0, capsule end caps and a sphere's centre
-    carry the shape's radius.  Shapes without an analytic field (mesh, convex,
-    ellipsoid) return nothing: only Drake's closest point covers them.
+    carry the shape's radius, and a mesh or convex shape offers the vertices of
+    its convex hull (what Drake's point contact uses of it).  An ellipsoid
+    offers nothing: only Drake's closest point covers it.
     """
     if shape.kind == BOX:
         signs = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
@@ -105,7 +110,7 @@ def feature_points(shape: ShapeSpec) -> tuple[np.ndarray, np.ndarray]:
         angles = np.arange(RIM_SAMPLES) * (2.0 * np.pi / RIM_SAMPLES)
         circle = shape.radius * np.column_stack([np.cos(angles), np.sin(angles)])
         return _on_both_rims(circle, shape.half_length), np.zeros(2 * RIM_SAMPLES)
-    return np.zeros((0, 3)), np.zeros(0)
+    return shape.hull, np.zeros(len(shape.hull))
 
 
 def _on_both_rims(circle: np.ndarray, half_length: float) -> np.ndarray:

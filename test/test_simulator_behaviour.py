@@ -158,3 +158,25 @@ def test_falling_box_does_not_tunnel(tmp_path, quasi_dynamic):
     result = run(sim, sim.default_positions(), {}, 5)
     xyz, _ = pose_xyz_rpy(sim, result.q_next, 'box')
     assert xyz[2] == pytest.approx(0.05, abs=1e-3)
+
+
+def test_mesh_box_rests_on_its_hull_vertices(tmp_path, quasi_dynamic):
+    """A collision mesh (Drake uses its convex hull) resting on a face must not tip."""
+    corners = [(x, y, z) for z in (-0.05, 0.05) for y in (-0.05, 0.05) for x in (-0.05, 0.05)]
+    faces = [(1, 3, 4, 2), (5, 6, 8, 7), (1, 2, 6, 5), (3, 7, 8, 4), (1, 5, 7, 3), (2, 4, 8, 6)]
+    obj = ''.join(f'v {x} {y} {z}\n' for x, y, z in corners) + ''.join(
+        f'f {a} {b} {c}\nf {a} {c} {d}\n' for a, b, c, d in faces)
+    write(tmp_path, 'cube.obj', obj)
+    mesh = '<mesh><uri>cube.obj</uri></mesh>'
+    sim = make_sim(tmp_path, {
+        'quasi_dynamic': quasi_dynamic,
+        'objects': [{'name': 'cube', 'file': write(tmp_path, 'cube.sdf', sdf_shape_object(
+            'cube', mesh, 1.0, (1.7e-3, 1.7e-3, 1.7e-3))),
+            'initial_pose': {'xyz': [0, 0, 0.05], 'rpy': [0, 0, 0.3]}}],
+        'environment': [ground_entry(tmp_path)]})
+    q0 = sim.default_positions()
+    result = run(sim, q0, {}, 30)
+    assert result.contact_set.n_c >= 4
+    X0, X = sim.object_pose(q0, 'cube'), sim.object_pose(result.q_next, 'cube')
+    np.testing.assert_allclose(X.translation(), X0.translation(), atol=1e-7)
+    np.testing.assert_allclose(X.rotation().matrix(), X0.rotation().matrix(), atol=1e-7)
