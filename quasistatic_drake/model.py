@@ -142,19 +142,11 @@ class QuasistaticModel:
 
     def robot(self, name: str) -> RobotInfo:
         """Return a robot by name, or raise KeyError listing the robots."""
-        for robot in self.robots:
-            if robot.name == name:
-                return robot
-        raise KeyError(f"unknown robot {name!r}. Robots in this scenario: "
-                       f"{[r.name for r in self.robots]}.")
+        return _by_name(self.robots, name, "robot")
 
     def object(self, name: str) -> ObjectInfo:
         """Return an object by name, or raise KeyError listing the objects."""
-        for obj in self.objects:
-            if obj.name == name:
-                return obj
-        raise KeyError(f"unknown object {name!r}. Objects in this scenario: "
-                       f"{[o.name for o in self.objects]}.")
+        return _by_name(self.objects, name, "object")
 
     def set_positions(self, q: np.ndarray) -> None:
         """Set the plant's configuration, skipping the work when q is unchanged."""
@@ -380,6 +372,14 @@ class QuasistaticModel:
 
 
 _ORIGIN = np.zeros(3)
+
+
+def _by_name(items, name: str, kind: str):
+    for item in items:
+        if item.name == name:
+            return item
+    raise KeyError(f"unknown {kind} {name!r}. {kind.capitalize()}s in this scenario: "
+                   f"{[i.name for i in items]}.")
 
 
 def pose_is_set(pose: Pose) -> bool:

@@ -10,6 +10,13 @@ from quasistatic_drake import QuasistaticSimulator, Scenario
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PENETRATION_LIMIT = -1e-3   # [m] the deepest penetration any test tolerates
+# Python code of the package that the linters check; the ones that do not exist are skipped.
+PYTHON_PATHS = ('quasistatic_drake', 'test', 'benchmarks', 'launch', 'setup.py')
+
+
+def python_paths():
+    """Return the entries of PYTHON_PATHS that exist, relative to the repo root."""
+    return [p for p in PYTHON_PATHS if os.path.exists(os.path.join(REPO_ROOT, p))]
 
 
 def sdf_box_object(name, size, mass, mu=None):
