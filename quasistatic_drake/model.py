@@ -209,9 +209,10 @@ class QuasistaticModel:
             self.plant.WeldFrames(self.plant.world_frame(), body.body_frame(),
                                   pose_to_rigid_transform(pose))
         if not roots and not only_if_unattached and pose_is_set(pose):
-            raise ScenarioError(f"{where}: the model is already attached to the world, "
-                                "so 'pose' cannot place it. Fix: remove 'pose' or the "
-                                "world joint from the file.")
+            raise ScenarioError(f"{where}: the model is already attached to the world (a "
+                                "joint to 'world', or <static>true</static> in SDFormat), "
+                                "so 'pose' cannot place it. Fix: remove 'pose', or remove "
+                                "the world joint or <static> from the file.")
 
     def _set_object_poses(self, instances) -> None:
         for spec in self.scenario.objects:
