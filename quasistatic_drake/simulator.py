@@ -38,7 +38,7 @@ from quasistatic_drake.manifold import sweep_lengths
 from quasistatic_drake.formulations.qp import (QpStepSolution, qp_cost,
                                                quasi_static_inertia_scale, solve_qp_step)
 from quasistatic_drake.model import QuasistaticModel
-from quasistatic_drake.scenario import Scenario
+from quasistatic_drake.scenario import Scenario, ScenarioError
 
 MAX_RESOLVES = 3   # widenings of the detection tolerance in one step (_tolerance_for_sweep)
 
@@ -102,6 +102,9 @@ class QuasistaticSimulator:
         self._stiffness = np.concatenate([r.stiffness for r in robots]) if robots else np.zeros(0)
         self._object_v_idx = _concat([o.v_idx for o in objects])
         self._object_block = np.ix_(self._object_v_idx, self._object_v_idx)
+        if self.model.n_v == 0:
+            raise ScenarioError(f"{scenario.source}: nothing can move: every model is welded. "
+                                "Fix: add a robot or an object.")
         self._inertia_scale = self._object_inertia_scale()
         self._limits = self._position_limits()
         self._last: Optional[StepResult] = None
@@ -248,9 +251,16 @@ class QuasistaticSimulator:
 
     # ----- set-up helpers ------------------------------------------------------
     def _object_inertia_scale(self) -> float:
-        idx = self._object_v_idx
         self.model.set_positions(self.model.q_default)
-        M_u = self.model.plant.CalcMassMatrix(self.model.plant_context)[np.ix_(idx, idx)]
+        M_u = self.model.plant.CalcMassMatrix(self.model.plant_context)[self._object_block]
+        for obj in self.model.objects:
+            block = M_u[np.ix_(np.searchsorted(self._object_v_idx, obj.v_idx),
+                               np.searchsorted(self._object_v_idx, obj.v_idx))]
+            if np.linalg.eigvalsh(block)[0] <= 1e-12 * max(1.0, np.abs(block).max()):
+                raise ScenarioError(
+                    f"object '{obj.name}' has a singular mass matrix: a link without mass or "
+                    "rotational inertia. Fix: give every link of the object a positive mass "
+                    "and inertia in its model file.")
         return quasi_static_inertia_scale(self.h, self._stiffness, M_u,
                                           self.scenario.quasi_static_inertia_ratio)
 

@@ -187,3 +187,19 @@ def test_default_friction_applies_only_where_a_file_has_none(tmp_path):
     assert mu['box::box_body'] == 0.3           # plain <box>, no drake:mu_dynamic
     assert mu['ground::slab'] == 0.5            # set in the file
     assert mu['finger::finger_tip'] == 0.5
+
+
+def test_massless_object_is_refused(tmp_path):
+    write(tmp_path, 'ghost.urdf', """<?xml version="1.0"?>
+<robot name="ghost"><link name="ghost_link">
+<collision><geometry><box size="0.1 0.1 0.1"/></geometry></collision></link></robot>""")
+    data = scenario_dict(tmp_path, objects=[{'name': 'ghost', 'file': 'ghost.urdf',
+                                             'initial_pose': {'xyz': [0, 0, 0.05]}}])
+    with pytest.raises(ScenarioError, match="object 'ghost' has a singular mass matrix"):
+        QuasistaticSimulator(Scenario.from_dict(data, base_dir=tmp_path))
+
+
+def test_scenario_where_nothing_moves_is_refused(tmp_path):
+    data = scenario_dict(tmp_path, robots=[], objects=[])
+    with pytest.raises(ScenarioError, match='nothing can move'):
+        QuasistaticSimulator(Scenario.from_dict(data, base_dir=tmp_path))
