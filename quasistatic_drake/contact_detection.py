@@ -13,6 +13,7 @@ from one spatial Jacobian per body, shifted to each contact point.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -91,7 +92,8 @@ class _PairPlan:
 class _Layout:
     """What a step's contact arrays need that depends only on the set of geometry pairs."""
 
-    geometry_ids: list          # geometry of each slot
+    static_poses: np.ndarray    # (k, 3, 4) X_WG of each slot's geometry if welded, else 0
+    moving_slots: list          # (slot, geometry id) of the geometries that move
     slot_A: np.ndarray          # per pair
     slot_B: np.ndarray
     blocks: tuple               # the block arrays of pair_manifolds
@@ -123,17 +125,15 @@ class ContactDetector:
         """
         if pairs is None:
             pairs = proximity_pairs(self.model, tolerance)
-        geometries = self.model.geometries
-        pairs = [p for p in pairs if geometries[p.id_A].moves or geometries[p.id_B].moves]
-        if not pairs:
+        read = _read_pairs(pairs, self.model.geometries)
+        if read is None:
             return ContactSet.empty(self.model.n_v, self.n_d)
-        layout = self._layout(tuple((p.id_A, p.id_B) for p in pairs))
-        query = self.model.query_object()
-        poses = np.array([query.GetPoseInWorld(g).GetAsMatrix34() for g in layout.geometry_ids])
-        R, o = np.ascontiguousarray(poses[:, :, :3]), np.ascontiguousarray(poses[:, :, 3])
-        closest = _closest_points(pairs, o[layout.slot_A], o[layout.slot_B])
+        key, ids, has, phi_c, nhat_BA, on_a, on_b = read
+        layout = self._layout(key, ids)
+        R, o = self._geometry_poses(layout)
         phi, p_A, p_B, normal, pair = pair_manifolds(
-            R, o, layout.slot_A, layout.slot_B, *closest, *layout.blocks, tolerance)
+            R, o, layout.slot_A, layout.slot_B, -nhat_BA, has, phi_c, on_a, on_b,
+            *layout.blocks, tolerance)
         J_w, J_v, origins = self.model.body_jacobians()
         tangents = tangent_directions(normal, self.n_d)
         J_n, J_f = contact_jacobians(p_A, p_B, normal, tangents, layout.body_A[pair],
@@ -143,13 +143,26 @@ class ContactDetector:
             tangents_W=tangents, point_A_W=p_A, point_B_W=p_B,
             body_a=tuple(layout.name_A[pair]), body_b=tuple(layout.name_B[pair]))
 
-    def _layout(self, key: tuple) -> _Layout:
-        """Return the arrays that depend only on which geometry pairs are present (cached)."""
-        if key not in self._layouts:
+    def _geometry_poses(self, layout: _Layout) -> tuple[np.ndarray, np.ndarray]:
+        """Return R (k x 3 x 3) and o (k x 3) of the layout's geometries in the world."""
+        poses = layout.static_poses.copy()
+        query = self.model.query_object()
+        for slot, geometry in layout.moving_slots:
+            poses[slot] = query.GetPoseInWorld(geometry).GetAsMatrix34()
+        return np.ascontiguousarray(poses[:, :, :3]), np.ascontiguousarray(poses[:, :, 3])
+
+    def _layout(self, key: tuple, ids: tuple) -> _Layout:
+        """
+        Return the arrays that depend only on which geometry pairs are present (cached).
+
+        ``key`` names the pairs by GeometryInfo.index, ``ids`` by GeometryId.
+        """
+        layout = self._layouts.get(key)
+        if layout is None:
             if len(self._layouts) >= _LAYOUT_CACHE_SIZE:
                 self._layouts.clear()
-            self._layouts[key] = self._build_layout(key)
-        return self._layouts[key]
+            layout = self._layouts[key] = self._build_layout(ids)
+        return layout
 
     def _build_layout(self, key: tuple) -> _Layout:
         geometries, slot_of_body = self.model.geometries, self.model.moving_slot
@@ -161,8 +174,12 @@ class ContactDetector:
         slot_B = np.array([slots[b] for _, b in key], dtype=np.int64)
         info_A = [geometries[a] for a, _ in key]
         info_B = [geometries[b] for _, b in key]
+        query = self.model.query_object()
         return _Layout(
-            geometry_ids=list(slots), slot_A=slot_A, slot_B=slot_B,
+            static_poses=np.array([np.zeros((3, 4)) if geometries[g].moves
+                                   else query.GetPoseInWorld(g).GetAsMatrix34() for g in slots]),
+            moving_slots=[(k, g) for g, k in slots.items() if geometries[g].moves],
+            slot_A=slot_A, slot_B=slot_B,
             blocks=self._blocks([self._plan(a, b) for a, b in key], slot_A, slot_B),
             body_A=np.array([slot_of_body.get(g.body_index, -1) for g in info_A], np.int64),
             body_B=np.array([slot_of_body.get(g.body_index, -1) for g in info_B], np.int64),
@@ -208,28 +225,33 @@ class ContactDetector:
                 np.concatenate([p.radii for p in plans]))
 
 
-def _has_closest(pair) -> bool:
-    """Whether Drake gave usable closest points (it gives NaN normals for some touching pairs)."""
-    return pair.nhat_BA_W is not None and bool(np.all(np.isfinite(pair.nhat_BA_W)))
-
-
-def _closest_points(pairs, o_A: np.ndarray, o_B: np.ndarray) -> tuple:
+def _read_pairs(pairs, geometries) -> Optional[tuple]:
     """
-    Return per pair: the normal A -> B, has Drake's closest points, phi, points on A and B.
+    Read Drake's pairs once: the pairs with a moving geometry, in order, as arrays.
 
-    The points are in A's and B's geometry frames.  Where Drake gives no usable
-    normal, the normal runs from A's origin to B's and only features count.
+    Returns None when no pair involves a moving geometry, else the layout key
+    (GeometryInfo indices per pair), the GeometryId pairs, whether Drake gave
+    usable closest points (it gives NaN normals for some touching pairs), phi,
+    Drake's normal B -> A, and the closest points in A's and B's geometry
+    frames.  A pair without usable closest points relies on its feature points
+    alone (pair_manifolds).
     """
-    n = len(pairs)
-    normal, on_a, on_b = np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((n, 3))
-    has = np.zeros(n, dtype=np.bool_)
-    phi = np.full(n, np.inf)
-    for k, p in enumerate(pairs):
-        if _has_closest(p):
-            has[k], phi[k], normal[k] = True, p.distance, p.nhat_BA_W
-            normal[k] *= -1.0
-            on_a[k], on_b[k] = p.p_ACa, p.p_BCb
-        else:
-            gap = o_B[k] - o_A[k]
-            normal[k] = gap / max(np.linalg.norm(gap), 1e-12)
-    return normal, has, phi, on_a, on_b
+    rows = []
+    for p in pairs:
+        id_a, id_b = p.id_A, p.id_B
+        info_a, info_b = geometries[id_a], geometries[id_b]
+        if not (info_a.moves or info_b.moves):
+            continue
+        nhat = p.nhat_BA_W
+        usable = nhat is not None and math.isfinite(nhat[0] + nhat[1] + nhat[2])
+        rows.append(((info_a.index, info_b.index), (id_a, id_b), usable,
+                     p.distance if usable else np.inf, nhat if usable else _ZERO,
+                     p.p_ACa if usable else _ZERO, p.p_BCb if usable else _ZERO))
+    if not rows:
+        return None
+    key, ids, has, phi, nhat, on_a, on_b = zip(*rows)
+    return (key, ids, np.array(has, dtype=np.bool_), np.array(phi), np.array(nhat),
+            np.array(on_a), np.array(on_b))
+
+
+_ZERO = np.zeros(3)

@@ -55,6 +55,7 @@ class ObjectInfo:
 class GeometryInfo:
     """A collision geometry: its body, shape, friction and whether it can move."""
 
+    index: int                  # its position in QuasistaticModel.geometries
     body_index: int
     body_name: str
     shape: ShapeSpec
@@ -127,7 +128,7 @@ class QuasistaticModel:
         self._jacobians = None
         self.quaternion_starts = self._quaternion_starts()
         self.q_default = self.plant.GetPositions(self.plant_context).copy()
-        self._q_set: Optional[np.ndarray] = None
+        self._q_set: Optional[bytes] = None   # q.tobytes() of the set q
 
     # ----- sizes and indices -------------------------------------------------
     @property
@@ -150,10 +151,11 @@ class QuasistaticModel:
 
     def set_positions(self, q: np.ndarray) -> None:
         """Set the plant's configuration, skipping the work when q is unchanged."""
-        if self._q_set is not None and np.array_equal(q, self._q_set):
+        key = np.asarray(q, dtype=float).tobytes()
+        if key == self._q_set:
             return
         self.plant.SetPositions(self.plant_context, q)
-        self._q_set = np.array(q, dtype=float)
+        self._q_set = key
         self._jacobians = None
 
     def body_jacobians(self) -> tuple:
@@ -316,7 +318,7 @@ class QuasistaticModel:
                 has_mu = flags.get(body.name(), [True] * len(gids))
                 for k, gid in enumerate(gids):
                     infos[gid] = GeometryInfo(
-                        body_index=int(b), body_name=f"{name}::{body.name()}",
+                        index=len(infos), body_index=int(b), body_name=f"{name}::{body.name()}",
                         shape=shape_spec(inspector.GetShape(gid)),
                         mu=self._friction(inspector, gid, k < len(has_mu) and has_mu[k]),
                         moves=b not in welded)

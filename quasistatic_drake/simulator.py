@@ -23,6 +23,7 @@ Which reference a step starts from:
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -35,8 +36,9 @@ from pydrake.multibody.tree import JointIndex
 from quasistatic_drake.contact import ContactSet
 from quasistatic_drake.contact_detection import ContactDetector, proximity_pairs
 from quasistatic_drake.manifold import sweep_lengths
-from quasistatic_drake.formulations.qp import (QpStepSolution, qp_cost,
-                                               quasi_static_inertia_scale, solve_qp_step)
+from quasistatic_drake.formulations.qp import (QpStepSolution, joint_limit_velocity_bounds,
+                                               qp_cost, quasi_static_inertia_scale,
+                                               solve_qp_step)
 from quasistatic_drake.model import QuasistaticModel
 from quasistatic_drake.scenario import Scenario, ScenarioError
 
@@ -100,6 +102,7 @@ class QuasistaticSimulator:
         self._robot_q_idx = _concat([r.q_idx for r in robots])
         self._robot_v_idx = _concat([r.v_idx for r in robots])
         self._stiffness = np.concatenate([r.stiffness for r in robots]) if robots else np.zeros(0)
+        self._robot_names = frozenset(r.name for r in robots)
         self._object_v_idx = _concat([o.v_idx for o in objects])
         self._object_block = np.ix_(self._object_v_idx, self._object_v_idx)
         if self.model.n_v == 0:
@@ -196,7 +199,8 @@ class QuasistaticSimulator:
         qdot = self.model.plant.MapVelocityToQDot(self.model.plant_context, v)
         q_next = q + self.h * qdot
         for s in self.model.quaternion_starts:
-            q_next[s:s + 4] /= np.linalg.norm(q_next[s:s + 4])
+            quaternion = q_next[s:s + 4]
+            quaternion /= math.sqrt(quaternion @ quaternion)
         return q_next
 
     def _tolerance_for_sweep(self, v: np.ndarray, tolerance: float,
@@ -282,12 +286,7 @@ class QuasistaticSimulator:
     def _velocity_bounds(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Joint limits as bounds on v'; a joint already beyond a limit may stay there."""
         q_idx, v_idx, lo, hi = self._limits
-        v_lower = np.full(self.model.n_v, -np.inf)
-        v_upper = np.full(self.model.n_v, np.inf)
-        q_j = q[q_idx]
-        v_lower[v_idx] = (np.minimum(lo, q_j) - q_j) / self.h
-        v_upper[v_idx] = (np.maximum(hi, q_j) - q_j) / self.h
-        return v_lower, v_upper
+        return joint_limit_velocity_bounds(self.model.n_v, self.h, q, q_idx, v_idx, lo, hi)
 
     # ----- input checking --------------------------------------------------------
     def _robot(self, name: str):
@@ -307,7 +306,7 @@ class QuasistaticSimulator:
         if q.shape != (self.model.n_q,):
             raise CommandError(f"q must have shape ({self.model.n_q},) for this scenario, "
                                f"got {q.shape}. Fix: start from default_positions().")
-        if not np.all(np.isfinite(q)):
+        if not np.isfinite(q).all():
             raise CommandError(f"q has non-finite entries at {np.flatnonzero(~np.isfinite(q))}.")
         return q
 
@@ -317,7 +316,7 @@ class QuasistaticSimulator:
                                f"{type(v_cmd).__name__}.")
         v_bar = np.zeros(len(self._robot_v_idx))
         offset = 0
-        known = {r.name for r in self.model.robots}
+        known = self._robot_names
         unknown = sorted(set(v_cmd) - known)
         if unknown:
             raise CommandError(f"v_cmd names unknown robot(s) {unknown}. "
@@ -339,7 +338,7 @@ class QuasistaticSimulator:
         if vec.size != n:
             raise CommandError(f"{where} has {vec.size} entries; expected {n}, one per "
                                f"joint {list(names)}.")
-        if not np.all(np.isfinite(vec)):
+        if not np.isfinite(vec).all():
             bad = [names[i] for i in np.flatnonzero(~np.isfinite(vec))]
             raise CommandError(f"{where} is not finite for joint(s) {bad}: {vec.tolist()}.")
         return vec
@@ -348,7 +347,7 @@ class QuasistaticSimulator:
         if q_ref is not None:
             names = [f"{r.name}/{j}" for r in self.model.robots for j in r.joint_names]
             return self._checked_vector(q_ref, len(self._robot_q_idx), "q_ref", names)
-        if self._last is not None and np.array_equal(q, self._last.q_next):
+        if self._last is not None and q.tobytes() == self._last.q_next.tobytes():
             return self._last.q_ref_next.copy()
         return q[self._robot_q_idx].copy()
 

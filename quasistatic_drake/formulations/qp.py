@@ -80,13 +80,25 @@ def qp_cost(n_v: int, h: float, robot_v_idx: np.ndarray, stiffness: np.ndarray,
 
     ``object_inertia`` is M_u (quasi-dynamic) or eps M_u (quasi-static).
     """
+    Q, b = _assemble_cost(n_v, h, robot_v_idx, stiffness, q_a, q_ref_next, object_v_idx,
+                          object_inertia, tau_g_u)
+    return QpCost(Q=Q, b=b)
+
+
+@numba.njit(cache=True)
+def _assemble_cost(n_v, h, robot_v_idx, stiffness, q_a, q_ref_next, object_v_idx,
+                   object_inertia, tau_g_u):
     Q = np.zeros((n_v, n_v))
     b = np.zeros(n_v)
-    Q[robot_v_idx, robot_v_idx] = h * h * stiffness
-    b[robot_v_idx] = -h * stiffness * (q_ref_next - q_a)
-    Q[np.ix_(object_v_idx, object_v_idx)] = object_inertia
-    b[object_v_idx] = -h * tau_g_u
-    return QpCost(Q=Q, b=b)
+    for k in range(robot_v_idx.shape[0]):
+        i = robot_v_idx[k]
+        Q[i, i] = h * h * stiffness[k]
+        b[i] = -h * stiffness[k] * (q_ref_next[k] - q_a[k])
+    for k in range(object_v_idx.shape[0]):
+        for m in range(object_v_idx.shape[0]):
+            Q[object_v_idx[k], object_v_idx[m]] = object_inertia[k, m]
+        b[object_v_idx[k]] = -h * tau_g_u[k]
+    return Q, b
 
 
 def quasi_static_inertia_scale(h: float, stiffness: np.ndarray, M_u: np.ndarray,
@@ -103,6 +115,23 @@ def quasi_static_inertia_scale(h: float, stiffness: np.ndarray, M_u: np.ndarray,
 
 
 NOMINAL_STIFFNESS = 1000.0   # [N/m] the quasi-static inertia scale's K when there is no robot
+
+
+@numba.njit(cache=True)
+def joint_limit_velocity_bounds(n_v, h, q, q_idx, v_idx, q_lower, q_upper):
+    """
+    Return bounds on v' that keep joints q[q_idx] within [q_lower, q_upper] after the step.
+
+    A joint already beyond a limit may stay where it is (the bound is 0, not
+    a push back).  Unlimited velocities get -inf and +inf.
+    """
+    v_lower = np.full(n_v, -np.inf)
+    v_upper = np.full(n_v, np.inf)
+    for k in range(q_idx.shape[0]):
+        q_j = q[q_idx[k]]
+        v_lower[v_idx[k]] = (min(q_lower[k], q_j) - q_j) / h
+        v_upper[v_idx[k]] = (max(q_upper[k], q_j) - q_j) / h
+    return v_lower, v_upper
 
 
 def friction_cone_rows(contacts: ContactSet) -> tuple[np.ndarray, np.ndarray]:
