@@ -140,6 +140,10 @@ class QuasistaticSimulator:
         contacts = self.detector.detect(np.inf)
         return float(np.min(contacts.phi, initial=np.inf))
 
+    def checked_positions(self, q) -> np.ndarray:
+        """Return q as a float array after checking its size and values (CommandError)."""
+        return self._checked_q(q)
+
     def step(self, q: np.ndarray, v_cmd: Mapping[str, np.ndarray],
              q_ref: Optional[np.ndarray] = None) -> StepResult:
         """

@@ -124,6 +124,16 @@ def ground_entry(tmp_path, mu=0.5):
             'pose': {'xyz': [0, 0, -0.1]}}
 
 
+def pads_robot(tmp_path, pad_mu):
+    """Return a robot entry: two box pads sliding along x on a carriage lifted along z."""
+    pad = '<geometry><box size="0.02 0.06 0.06"/></geometry>'
+    robot = urdf_cartesian_robot('pads', [
+        ('lift', 'world', '0 0 1', None),
+        ('left', 'lift_link', '1 0 0', pad), ('right', 'lift_link', '1 0 0', pad)], mu=pad_mu)
+    return {'name': 'pads', 'file': write(tmp_path, 'pads.urdf', robot),
+            'stiffness': [1000, 1000, 1000], 'initial_positions': [0.05, -0.07, 0.07]}
+
+
 def make_sim(tmp_path, data):
     """Build a simulator from a scenario dict whose files are relative to tmp_path."""
     base = {'time_step': 0.1, 'contact_detection_tolerance': 0.02,

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from conftest import (ground_entry, make_sim, pose_xyz_rpy, run, sdf_box_object,
+from conftest import (ground_entry, make_sim, pads_robot, pose_xyz_rpy, run, sdf_box_object,
                       sdf_shape_object, urdf_cartesian_robot, write)
 
 BOX_SIZE = 0.1
@@ -94,15 +94,6 @@ def test_sphere_finger_pushes_box_straight(tmp_path, quasi_dynamic):
     assert np.max(np.abs(rpy)) < 1e-4, 'no spurious yaw or tilt'
     # Anitescu's relaxation lifts a sliding box by at most mu h |v_t| (seed 002).
     assert BOX_SIZE / 2 - 1e-4 < xyz[2] < BOX_SIZE / 2 + 0.5 * 0.1 * 0.1 + 1e-4
-
-
-def pads_robot(tmp_path, pad_mu):
-    pad = '<geometry><box size="0.02 0.06 0.06"/></geometry>'
-    robot = urdf_cartesian_robot('pads', [
-        ('lift', 'world', '0 0 1', None),
-        ('left', 'lift_link', '1 0 0', pad), ('right', 'lift_link', '1 0 0', pad)], mu=pad_mu)
-    return {'name': 'pads', 'file': write(tmp_path, 'pads.urdf', robot),
-            'stiffness': [1000, 1000, 1000], 'initial_positions': [0.05, -0.07, 0.07]}
 
 
 def squeeze_and_lift(sim):

@@ -1,0 +1,260 @@
+"""
+QuasistaticPlant: the engine as a pydrake LeafSystem, for Diagrams built with DiagramBuilder.
+
+State (in the Context, nothing hidden in the System):
+
+* discrete group 0, ``q``: the configuration (``QuasistaticSimulator.default_positions()``
+  by default);
+* discrete group 1, ``q_ref``: the robots' commanded-position reference qbar_a
+  (seed 002's impedance model, see simulator.py), robots in scenario order;
+* an abstract :class:`StepOutcome`: what the last step reported (status,
+  contacts, timing), for the status and contact-results output ports.
+
+Timing (zero-order hold).  A periodic unrestricted update with period h and
+offset 0 fires at t_k = k h.  The state seen at t_k (after
+``Simulator.AdvanceTo(k h)``, and by publish events at t_k such as loggers
+and MeshcatVisualizer) is q_k, the result of k steps.  The update at t_k
+then reads every velocity command input at t_k, holds it over [t_k, t_k + h]
+and replaces (q_k, q_ref) with the result of one ``QuasistaticSimulator.step``:
+q_{k+1}, visible for t in (t_k, t_{k+1}].  So a command present at time t
+drives the step of the first update time t_k >= t.  Every output depends on
+the state only, never on an input, so a controller may feed the positions
+back into the commands without an algebraic loop.
+
+An unconnected velocity command port means zero velocity: that robot's
+reference holds still.  A command that is not finite, or a failed check of the
+state, raises :class:`CommandError` naming the port and time, and the state is
+left as it was.  A QP that fails keeps q and q_ref and reports the status on
+the step-status port; the Simulator keeps running.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+import numpy as np
+from pydrake.common.value import AbstractValue
+from pydrake.geometry import QueryObject
+from pydrake.math import RigidTransform
+from pydrake.systems.framework import BasicVector, Context, LeafSystem, State
+
+from quasistatic_drake.scenario import Scenario
+from quasistatic_drake.simulator import CommandError, Contact, QuasistaticSimulator, StepResult
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """
+    What the step that produced the current state reported.
+
+    ``status`` is "initial" before the first step, then the solver status
+    ("optimal" on success).  ``min_signed_distance`` is at the current q.
+    ``contacts`` carry the forces of that step (simulator.Contact).
+    """
+
+    status: str
+    time: float
+    steps: int
+    solve_time: float
+    step_time: float
+    min_signed_distance: float
+    contacts: tuple[Contact, ...] = ()
+
+    @property
+    def success(self) -> bool:
+        """Return whether the last step was solved (True before the first step)."""
+        return self.status in ("optimal", "initial")
+
+
+class QuasistaticPlant(LeafSystem):
+    """The quasistatic engine as a LeafSystem (module docstring: state, timing, errors)."""
+
+    def __init__(self, scenario: Union[Scenario, QuasistaticSimulator]):
+        """Build the plant for a Scenario (or wrap an existing engine)."""
+        LeafSystem.__init__(self)
+        self.engine = (scenario if isinstance(scenario, QuasistaticSimulator)
+                       else QuasistaticSimulator(scenario))
+        self.scenario = self.engine.scenario
+        self.time_step = self.scenario.time_step
+        model = self.engine.model
+        q0 = self.engine.default_positions()
+        self._robot_q_idx = np.concatenate(
+            [r.q_idx for r in model.robots]).astype(int) if model.robots else np.zeros(0, int)
+        self._q_index = self.DeclareDiscreteState(q0)
+        self._q_ref_index = self.DeclareDiscreteState(q0[self._robot_q_idx])
+        self._outcome_index = self.DeclareAbstractState(
+            AbstractValue.Make(self._initial_outcome(q0)))
+        self._command_ports = {r.name: self.DeclareVectorInputPort(
+            f"{r.name}_velocity_command", len(r.joint_names)) for r in model.robots}
+        self.DeclarePeriodicUnrestrictedUpdateEvent(self.time_step, 0.0, self._update)
+        self._declare_outputs()
+
+    # ----- binding port accessors ---------------------------------------------------
+    def get_velocity_command_input_port(self, robot: str):
+        """Return the input port of a robot's joint velocities (robot_joint_names order)."""
+        return _named(self._command_ports, robot, "robot")
+
+    def get_robot_positions_output_port(self, robot: str):
+        """Return the output port of a robot's joint positions."""
+        return _named(self._robot_position_ports, robot, "robot")
+
+    def get_object_pose_output_port(self, object: str):
+        """Return the output port of an object's base-body pose (an abstract RigidTransform)."""
+        return _named(self._object_pose_ports, object, "object")
+
+    def get_body_poses_output_port(self):
+        """Return the output port of all body poses in the world, by BodyIndex (as MbP's)."""
+        return self._body_poses_port
+
+    def get_query_object_output_port(self):
+        """Return the QueryObject output port (for MeshcatVisualizer.AddToBuilder)."""
+        return self._query_port
+
+    def get_contact_results_output_port(self):
+        """Return the output port of the last step's contacts (a tuple of Contact)."""
+        return self._contacts_port
+
+    def get_step_status_output_port(self):
+        """Return the output port of the last step's StepOutcome."""
+        return self._status_port
+
+    def get_positions_output_port(self):
+        """Return the output port of the whole configuration q (for loggers)."""
+        return self._positions_port
+
+    # ----- context helpers -------------------------------------------------------------
+    def get_positions(self, context: Context) -> np.ndarray:
+        """Return q in a context of this system (a copy)."""
+        return context.get_discrete_state(self._q_index).value().copy()
+
+    def get_reference(self, context: Context) -> np.ndarray:
+        """Return the robots' commanded-position reference qbar_a (a copy)."""
+        return context.get_discrete_state(self._q_ref_index).value().copy()
+
+    def set_positions(self, context: Context, q: np.ndarray) -> None:
+        """Set q, reset the reference to the robots' positions in q (no preload)."""
+        q = self.engine.checked_positions(q).copy()
+        context.SetDiscreteState(self._q_index, q)
+        context.SetDiscreteState(self._q_ref_index, q[self._robot_q_idx])
+        context.SetAbstractState(self._outcome_index, self._initial_outcome(q, context.get_time()))
+
+    # ----- the update ------------------------------------------------------------------
+    def _update(self, context: Context, state: State) -> None:
+        q = self.get_positions(context)
+        q_ref = self.get_reference(context)
+        t = context.get_time()
+        commands = self._read_commands(context, t)
+        try:
+            result = self.engine.step(q, commands, q_ref=q_ref)
+        except CommandError as err:
+            raise CommandError(f"QuasistaticPlant at t = {t:.6g} s: {err} The state was not "
+                               "changed.") from None
+        previous = context.get_abstract_state(self._outcome_index).get_value()
+        if result.success:
+            state.get_mutable_discrete_state(self._q_index).set_value(result.q_next)
+            state.get_mutable_discrete_state(self._q_ref_index).set_value(result.q_ref_next)
+        state.get_mutable_abstract_state(self._outcome_index).set_value(
+            self._outcome(result, t, previous.steps + 1))
+
+    def _read_commands(self, context: Context, t: float) -> dict:
+        commands = {}
+        for robot, port in self._command_ports.items():
+            if not port.HasValue(context):
+                continue
+            value = port.Eval(context)
+            if not np.all(np.isfinite(value)):
+                names = self.engine.robot_joint_names(robot)
+                bad = [names[i] for i in np.flatnonzero(~np.isfinite(value))]
+                raise CommandError(
+                    f"QuasistaticPlant input port '{port.get_name()}' at t = {t:.6g} s is not "
+                    f"finite for joint(s) {bad}: {value.tolist()}. The state was not changed. "
+                    "Fix the command source.")
+            commands[robot] = value
+        return commands
+
+    def _outcome(self, result: StepResult, t: float, steps: int) -> StepOutcome:
+        min_phi = result.min_phi_next if result.success else self.engine.min_signed_distance(
+            result.q_next)
+        return StepOutcome(status=result.status, time=t, steps=steps,
+                           solve_time=result.solve_time, step_time=result.step_time,
+                           min_signed_distance=float(min_phi),
+                           contacts=result.contacts if result.success else ())
+
+    def _initial_outcome(self, q: np.ndarray, t: float = 0.0) -> StepOutcome:
+        return StepOutcome(status="initial", time=t, steps=0, solve_time=0.0, step_time=0.0,
+                           min_signed_distance=self.engine.min_signed_distance(q))
+
+    # ----- outputs ---------------------------------------------------------------------
+    def _declare_outputs(self) -> None:
+        model = self.engine.model
+        state_only = {self.all_state_ticket()}
+        self._positions_port = self.DeclareVectorOutputPort(
+            "positions", model.n_q, self._calc_positions, prerequisites_of_calc=state_only)
+        self._robot_position_ports = {
+            r.name: self.DeclareVectorOutputPort(
+                f"{r.name}_positions", len(r.joint_names),
+                lambda context, out, idx=r.q_idx: out.SetFromVector(
+                    self._q(context)[idx]),
+                prerequisites_of_calc=state_only)
+            for r in model.robots}
+        self._object_pose_ports = {
+            o.name: self.DeclareAbstractOutputPort(
+                f"{o.name}_pose", lambda: AbstractValue.Make(RigidTransform()),
+                lambda context, out, name=o.name: out.set_value(
+                    self.engine.object_pose(self._q(context), name)),
+                prerequisites_of_calc=state_only)
+            for o in model.objects}
+        self._body_poses_port = self.DeclareAbstractOutputPort(
+            "body_poses", lambda: AbstractValue.Make(
+                [RigidTransform()] * model.plant.num_bodies()),
+            self._calc_body_poses, prerequisites_of_calc=state_only)
+        self._query_port = self.DeclareAbstractOutputPort(
+            "query_object", lambda: AbstractValue.Make(QueryObject()), self._calc_query_object,
+            prerequisites_of_calc=state_only)
+        self._contacts_port = self.DeclareAbstractOutputPort(
+            "contact_results", lambda: AbstractValue.Make(()),
+            lambda context, out: out.set_value(self._last(context).contacts),
+            prerequisites_of_calc=state_only)
+        self._status_port = self.DeclareAbstractOutputPort(
+            "step_status", lambda: AbstractValue.Make(self._initial_outcome(
+                self.engine.default_positions())),
+            lambda context, out: out.set_value(self._last(context)),
+            prerequisites_of_calc=state_only)
+
+    def _q(self, context: Context) -> np.ndarray:
+        return context.get_discrete_state(self._q_index).value()
+
+    def _last(self, context: Context) -> StepOutcome:
+        return context.get_abstract_state(self._outcome_index).get_value()
+
+    def _calc_positions(self, context: Context, out: BasicVector) -> None:
+        out.SetFromVector(self._q(context))
+
+    def _calc_body_poses(self, context: Context, out: AbstractValue) -> None:
+        model = self.engine.model
+        model.set_positions(self._q(context))
+        out.set_value(model.plant.get_body_poses_output_port().Eval(model.plant_context))
+
+    def _calc_query_object(self, context: Context, out: AbstractValue) -> None:
+        """Copy the engine's QueryObject at q: Drake bakes the copy, so it stays valid."""
+        model = self.engine.model
+        model.set_positions(self._q(context))
+        out.set_value(model.query_object())
+
+    @property
+    def robot_names(self) -> list[str]:
+        """Return the robots, in scenario order."""
+        return [r.name for r in self.engine.model.robots]
+
+    @property
+    def object_names(self) -> list[str]:
+        """Return the objects, in scenario order."""
+        return [o.name for o in self.engine.model.objects]
+
+
+def _named(ports: dict, name: str, kind: str):
+    if name not in ports:
+        raise CommandError(f"QuasistaticPlant has no {kind} '{name}'; its {kind}s are "
+                           f"{sorted(ports)}.")
+    return ports[name]
