@@ -5,10 +5,12 @@
 #   make lint     flake8 + pep257 + xmllint/package.xml tests only
 #   make clean    remove .venv and the build dirs
 #
-# Each set-up step writes a stamp file in $(VENV)/.stamps named after a hash
-# of its inputs, so a second run calls neither apt, pip nor cmake: it prints
-# "up to date, skipping" per step.  Editing an input (e.g. requirements.txt)
-# re-runs that step only.  `make clean` starts over.
+# Set-up installs Debian packages (system-deps; browser-deps: Chromium for the
+# real-browser Meshcat tests, skipped with QD_SKIP_BROWSER=1) only when their
+# programs are missing.  Each venv step writes a stamp file in $(VENV)/.stamps
+# named after a hash of its inputs, so a second run calls neither apt, pip nor
+# cmake: it prints "up to date, skipping" per step.  Editing an input (e.g.
+# requirements.txt) re-runs that step only.  `make clean` starts over.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -46,26 +48,18 @@ REQ_STAMP := $(STAMPS)/requirements-$(REQ_HASH)
 TF2_STAMP := $(STAMPS)/tf2_msgs-$(TF2_HASH)
 DEVELOP_STAMP := $(STAMPS)/develop-$(DEVELOP_HASH)
 
-.PHONY: help setup system-deps venv deps tf2-msgs develop demo test lint clean
+.PHONY: help setup system-deps browser-deps venv deps tf2-msgs develop demo test lint clean
 
 help:
-	@sed -n '2,11p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '2,/^$$/p' Makefile | sed 's/^# \{0,1\}//'
 
-setup: system-deps venv deps tf2-msgs develop
+setup: system-deps browser-deps venv deps tf2-msgs develop
 
-# Debian packages: xmllint (test/test_xmllint.py), cmake and a C++ compiler
-# (the tf2_msgs build).  apt runs only when one of them is missing.
-system-deps:
-	@missing=""; \
-	command -v xmllint >/dev/null 2>&1 || missing="$$missing libxml2-utils"; \
-	command -v cmake >/dev/null 2>&1 || missing="$$missing cmake"; \
-	{ command -v c++ >/dev/null 2>&1 && command -v cc >/dev/null 2>&1; } \
-	  || missing="$$missing build-essential"; \
-	if [ -z "$$missing" ]; then \
-	  echo "system-deps: xmllint, cmake, cc/c++ found, up to date, skipping"; \
-	  exit 0; \
-	fi; \
-	echo "system-deps: installing Debian packages:$$missing"; \
+# Shell snippet for the apt steps: install the Debian packages named in
+# $$missing as root or with password-less sudo (non-interactive), else say how
+# and fail.  $$step names the step in the messages.
+APT_INSTALL = \
+	echo "$$step: installing Debian packages:$$missing"; \
 	if [ "$$(id -u)" -eq 0 ]; then sudo=""; \
 	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
 	else \
@@ -78,6 +72,38 @@ system-deps:
 	  || { echo "ERROR: apt-get update failed" >&2; exit 1; }; \
 	$$sudo apt-get install -y --no-install-recommends $$missing \
 	  || { echo "ERROR: apt-get install$$missing failed" >&2; exit 1; }
+
+# Debian packages: xmllint (test/test_xmllint.py), cmake and a C++ compiler
+# (the tf2_msgs build).  apt runs only when one of them is missing.
+system-deps:
+	@step=system-deps; missing=""; \
+	command -v xmllint >/dev/null 2>&1 || missing="$$missing libxml2-utils"; \
+	command -v cmake >/dev/null 2>&1 || missing="$$missing cmake"; \
+	{ command -v c++ >/dev/null 2>&1 && command -v cc >/dev/null 2>&1; } \
+	  || missing="$$missing build-essential"; \
+	if [ -z "$$missing" ]; then \
+	  echo "system-deps: xmllint, cmake, cc/c++ found, up to date, skipping"; \
+	  exit 0; \
+	fi; \
+	$(APT_INSTALL)
+
+# Debian's Chromium for the real-browser Meshcat tests
+# (test/test_meshcat_browser.py; playwright drives it, see requirements.txt:
+# never `playwright install`).  apt runs only when /usr/bin/chromium and
+# `chromium` on PATH are both missing (about 10 s, 113 MB download), and not
+# at all with QD_SKIP_BROWSER=1, which also skips those tests.
+browser-deps:
+	@step=browser-deps; missing=""; \
+	if [ "$${QD_SKIP_BROWSER:-}" = 1 ]; then \
+	  echo "browser-deps: QD_SKIP_BROWSER=1, skipping"; exit 0; \
+	fi; \
+	{ [ -x /usr/bin/chromium ] || command -v chromium >/dev/null 2>&1; } \
+	  || missing=" chromium"; \
+	if [ -z "$$missing" ]; then \
+	  echo "browser-deps: chromium found, up to date, skipping"; \
+	  exit 0; \
+	fi; \
+	$(APT_INSTALL)
 
 venv:
 	@if [ -e "$(VPY)" ]; then \
