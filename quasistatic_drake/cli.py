@@ -2,7 +2,10 @@
 The ``quasistatic-drake`` console script.
 
 Subcommands:
-  demo   a spherical finger pushes a box across a table (config/finger_push.yaml)
+  demo   a 7-DOF arm with a parallel-jaw gripper picks a cylinder off a table,
+         carries it and places it (config/arm_pick_place.yaml), shown live in
+         Meshcat, with a summary and optional JSON and HTML replay;
+  push   a spherical finger pushes a box across a table (config/finger_push.yaml)
          and the run is printed step by step with a summary;
   info   load a scenario and print its robots, objects and the contacts at start.
 """
@@ -10,16 +13,20 @@ Subcommands:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
+from pydrake.geometry import Meshcat
 from pydrake.math import RollPitchYaw
 
 from quasistatic_drake.paths import package_share_dir
-from quasistatic_drake.scenario import Scenario, ScenarioError
+from quasistatic_drake.pick_and_place import PickPlaceTask, StepRecord, run_pick_and_place
+from quasistatic_drake.planning import PlanningError
+from quasistatic_drake.scenario import FORMULATIONS, Scenario, ScenarioError
 from quasistatic_drake.simulator import QuasistaticSimulator, StepResult
 
 
@@ -37,16 +44,32 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog='quasistatic-drake', description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest='command', required=True)
-    demo = commands.add_parser('demo', help='a finger pushes a box across a table')
+    demo = commands.add_parser('demo', help='the arm picks and places a cylinder')
     demo.add_argument('--scenario', type=Path,
+                      default=package_share_dir() / 'config' / 'arm_pick_place.yaml',
+                      help='scenario YAML with the robot "iiwa" (arm + gripper) and an object')
+    demo.add_argument('--object', default='',
+                      help="the object to pick (default: the scenario's first object)")
+    demo.add_argument('--formulation', choices=FORMULATIONS,
+                      help="override the scenario's formulation")
+    demo.add_argument('--no-meshcat', action='store_true', help='run headless')
+    demo.add_argument('--realtime-rate', type=_non_negative,
+                      help='simulated seconds per wall second; 0 = as fast as possible '
+                           '(default 1 with Meshcat, 0 headless)')
+    demo.add_argument('--html', type=Path,
+                      help='save a self-contained Meshcat replay of the run here')
+    demo.add_argument('--json', type=Path, help='write a summary of the run here')
+    demo.set_defaults(run=run_arm_demo)
+    push = commands.add_parser('push', help='a finger pushes a box across a table')
+    push.add_argument('--scenario', type=Path,
                       default=package_share_dir() / 'config' / 'finger_push.yaml',
                       help='scenario YAML with a robot "finger" and an object "box"')
-    demo.add_argument('--distance', type=_positive, default=0.2,
+    push.add_argument('--distance', type=_positive, default=0.2,
                       help='how far to command the finger along +x [m] (default 0.2)')
-    demo.add_argument('--speed', type=_positive, default=0.1,
+    push.add_argument('--speed', type=_positive, default=0.1,
                       help='commanded finger speed [m/s] (default 0.1)')
-    demo.add_argument('--json', type=Path, help='write a summary of the run here')
-    demo.set_defaults(run=run_demo)
+    push.add_argument('--json', type=Path, help='write a summary of the run here')
+    push.set_defaults(run=run_push_demo)
     info = commands.add_parser('info', help='print what a scenario contains')
     info.add_argument('scenario', type=Path)
     info.set_defaults(run=run_info)
@@ -60,7 +83,87 @@ def _positive(text: str) -> float:
     return value
 
 
-def run_demo(args) -> int:
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if not np.isfinite(value) or value < 0.0:
+        raise argparse.ArgumentTypeError(f'must be a number >= 0, got {text}')
+    return value
+
+
+def run_arm_demo(args) -> int:
+    """Pick and place with the arm; print the phases and a summary."""
+    if args.html is not None and args.no_meshcat:
+        raise ScenarioError('--html records the Meshcat scene; it cannot be combined with '
+                            '--no-meshcat. Fix: drop one of them.')
+    scenario = Scenario.from_yaml(args.scenario)
+    if args.formulation:
+        scenario = dataclasses.replace(scenario, formulation=args.formulation)
+    meshcat = None
+    if not args.no_meshcat:
+        meshcat = Meshcat()
+        print(f'Meshcat: open {meshcat.web_url()} in a browser to watch.', flush=True)
+    rate = args.realtime_rate if args.realtime_rate is not None else (0.0 if meshcat is None
+                                                                      else 1.0)
+    task = PickPlaceTask(object=args.object)
+    print(f'Pick and place ({scenario.source}): h = {scenario.time_step} s, '
+          f'{scenario.formulation}, realtime rate {rate or "unlimited"}')
+    print(f"{'t [s]':>6} {'waypoint':>10} {'object x':>9} {'object y':>9} {'object z':>9} "
+          f"{'tilt [deg]':>10} {'fingers [mm]':>12} {'contacts':>8} {'step [ms]':>9}")
+    printer = _PhasePrinter()
+    try:
+        run = run_pick_and_place(scenario, task, meshcat, rate, args.html, printer)
+    except PlanningError as err:
+        print(f'error: {err}', file=sys.stderr)
+        return 2
+    printer.finish()
+    summary = run.summary()
+    print(f"Lifted {summary['max_object_lift'] * 100:.1f} cm; placed "
+          f"{summary['place_error_m'] * 100:.2f} cm from the target, tilt "
+          f"{summary['final_tilt_deg']:.2f} deg; deepest penetration "
+          f"{max(0.0, -summary['min_signed_distance']) * 1e3:.3f} mm; {summary['steps']} steps, "
+          f"step time median {summary['step_time_ms']['median']:.3f} ms, max "
+          f"{summary['step_time_ms']['max']:.3f} ms; failed steps {summary['failed_steps']}.")
+    if args.html is not None:
+        print(f'Replay written to {args.html} (open it in a browser; no server needed).')
+    if args.json:
+        _write_json(args.json, summary)
+    return 0 if summary['failed_steps'] == 0 else 1
+
+
+class _PhasePrinter:
+    """Print a row at the end of every waypoint segment (and on a failed step)."""
+
+    def __init__(self):
+        self.last: Optional[StepRecord] = None
+
+    def __call__(self, record: StepRecord) -> None:
+        if self.last is not None and record.waypoint != self.last.waypoint:
+            self._row(self.last)
+        if record.status != 'optimal':
+            print(f'step {record.step} at t = {record.time:.2f} s: {record.status}; '
+                  'the state is kept.')
+        self.last = record
+
+    @staticmethod
+    def _row(r: StepRecord) -> None:
+        x, y, z = r.object_xyz
+        fingers = '/'.join(f'{g * 1e3:.1f}' for g in r.gripper)
+        print(f'{r.time:6.2f} {r.waypoint:>10} {x:9.4f} {y:9.4f} {z:9.4f} {r.tilt_deg:10.3f} '
+              f'{fingers:>12} {r.contacts:8d} {r.step_time * 1e3:9.3f}', flush=True)
+
+    def finish(self) -> None:
+        """Print the last segment's row."""
+        if self.last is not None:
+            self._row(self.last)
+
+
+def _write_json(path: Path, summary: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=2))
+    print(f'Summary written to {path}')
+
+
+def run_push_demo(args) -> int:
     """Push the box with the finger and print what happened."""
     sim = QuasistaticSimulator(Scenario.from_yaml(args.scenario))
     h = sim.scenario.time_step
@@ -89,9 +192,7 @@ def run_demo(args) -> int:
           f"{max(0.0, -min_phi) * 1e3:.3f} mm; step time median "
           f"{summary['step_time_ms']['median']:.3f} ms.")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(summary, indent=2))
-        print(f'Summary written to {args.json}')
+        _write_json(args.json, summary)
     return 0
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Mapping, Optional
 
@@ -63,7 +63,12 @@ class Contact:
 
 @dataclass(frozen=True)
 class StepResult:
-    """The outcome of one step.  On failure ``q_next`` equals the input q."""
+    """
+    The outcome of one step.  On failure ``q_next`` equals the input q.
+
+    ``recovery_dropped`` is True when the QP was infeasible as posed and was
+    solved without penetration recovery (``_solve``).
+    """
 
     q_next: np.ndarray
     status: str
@@ -75,6 +80,7 @@ class StepResult:
     step_time: float
     resolves: int = 0
     min_phi_next: float = field(default=np.inf)
+    recovery_dropped: bool = False
 
     @property
     def success(self) -> bool:
@@ -176,7 +182,8 @@ class QuasistaticSimulator:
             q_next=q_next, status=solution.status, solve_time=solution.solve_time,
             q_ref_next=q_ref_next, v=solution.v, contact_set=contacts,
             forces_W=solution.impulses_W / self.h, step_time=time.perf_counter() - start,
-            resolves=resolves, min_phi_next=self._min_phi_cached())
+            resolves=resolves, min_phi_next=self._min_phi_cached(),
+            recovery_dropped=solution.recovery_dropped)
         self._last = result
         return result
 
@@ -187,6 +194,17 @@ class QuasistaticSimulator:
     # ----- the step ----------------------------------------------------------
     def _solve(self, q: np.ndarray, q_ref_next: np.ndarray,
                contacts: ContactSet) -> QpStepSolution:
+        """
+        Solve the step QP; if it is infeasible, solve it again without penetration recovery.
+
+        A penetrating contact (phi < 0) asks for a separating velocity -phi/h.
+        Two such demands can contradict each other: a point wedged into the
+        corner of a box gets the normal of the box face nearest to it, which
+        may oppose another contact of the same bodies.  Solving again with
+        phi clipped at 0 keeps "no deeper penetration" for every contact and
+        is always feasible (v' = 0 satisfies it); the penetration is then
+        corrected in later steps instead of this one.
+        """
         plant, context = self.model.plant, self.model.plant_context
         idx_u = self._object_v_idx
         M_u = plant.CalcMassMatrix(context)[self._object_block]
@@ -196,7 +214,14 @@ class QuasistaticSimulator:
         cost = qp_cost(self.model.n_v, self.h, self._robot_v_idx, self._stiffness,
                        q[self._robot_q_idx], q_ref_next, idx_u, M_u, tau_g)
         v_lower, v_upper = self._velocity_bounds(q)
-        return solve_qp_step(cost, contacts, self.h, v_lower, v_upper)
+        solution = solve_qp_step(cost, contacts, self.h, v_lower, v_upper)
+        if solution.v is None and np.any(contacts.phi < 0.0):
+            clipped = replace(contacts, phi=np.maximum(contacts.phi, 0.0))
+            retry = solve_qp_step(cost, clipped, self.h, v_lower, v_upper)
+            if retry.v is not None:
+                return replace(retry, recovery_dropped=True,
+                               solve_time=solution.solve_time + retry.solve_time)
+        return solution
 
     def _integrate(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         """q_next = q + h N(q) v, then unit quaternions (design step 5)."""

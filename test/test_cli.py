@@ -15,9 +15,9 @@ def run_cli(*args):
                           timeout=300)
 
 
-def test_demo_pushes_the_box_and_reports(tmp_path):
-    summary_path = tmp_path / 'demo.json'
-    done = run_cli('demo', '--json', str(summary_path))
+def test_push_demo_pushes_the_box_and_reports(tmp_path):
+    summary_path = tmp_path / 'push.json'
+    done = run_cli('push', '--json', str(summary_path))
     assert done.returncode == 0, done.stderr
     assert 'Finger pushes a box' in done.stdout and 'Box moved' in done.stdout
     summary = json.loads(summary_path.read_text())
@@ -38,7 +38,7 @@ def test_bad_arguments_get_clear_errors(tmp_path):
     missing = run_cli('info', str(tmp_path / 'nothere.yaml'))
     assert missing.returncode == 2
     assert 'nothere.yaml' in missing.stderr and 'does not exist' in missing.stderr
-    bad_speed = run_cli('demo', '--speed', '-1')
+    bad_speed = run_cli('push', '--speed', '-1')
     assert bad_speed.returncode == 2 and 'must be a positive number' in bad_speed.stderr
     bad_yaml = tmp_path / 'bad.yaml'
     bad_yaml.write_text('time_step: 0.1\nrobotz: []\n')

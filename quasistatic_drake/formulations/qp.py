@@ -70,6 +70,7 @@ class QpStepSolution:
     status: str
     solve_time: float
     constraint_rows: int
+    recovery_dropped: bool = False   # set by the caller when phi was clipped at 0
 
 
 def qp_cost(n_v: int, h: float, robot_v_idx: np.ndarray, stiffness: np.ndarray,
