@@ -1,13 +1,23 @@
 """
-Time the whole QP step on the two-pad-and-box scene (config/two_pads_lift.yaml).
+Time the QP step: the engine on the two-pad scene, and the plant update on the arm scene.
 
-One step is everything QuasistaticSimulator.step does: the signed-distance
-query, the contact manifold, the Jacobians, the QP solve, the integration and
-the sweep check.  The pads close on the box, squeeze, lift it 10 cm, hold it,
-put it down and open; the sequence is repeated, and the first pass (numba's
-cache load) is not counted.  Prints a table and writes JSON and a PNG.
+two_pads: one step is everything QuasistaticSimulator.step does on
+config/two_pads_lift.yaml: the signed-distance query, the contact manifold,
+the Jacobians, the QP solve, the integration and the sweep check.  The pads
+close on the box, squeeze, lift it 10 cm, hold it, put it down and open.
+Target: median at most 0.5 ms.
 
-    .venv/bin/python benchmarks/step_time.py [--repeats 5] [--json out/step_time.json]
+arm: one step is a full QuasistaticPlant update inside a Drake Simulator
+(``AdvanceTo`` over one period h = 0.1 s: the event dispatch, reading the
+command port and the engine step) for config/arm_pick_place.yaml, the whole
+pick-and-place of the demo (165 steps).  Targets: median at most 1 ms, and a
+real-time factor h / median of at least 100.
+
+Each sequence is repeated; the first pass (numba's cache load) is not
+counted.  Prints tables and writes JSON and a PNG.
+
+    .venv/bin/python benchmarks/step_time.py [--repeats 5] [--scene all|two_pads|arm]
+        [--json out/step_time.json] [--png out/step_time.png]
 """
 
 import argparse
@@ -20,8 +30,13 @@ import time
 import matplotlib
 import numpy as np
 
+from pydrake.systems.analysis import Simulator
+from pydrake.systems.framework import DiagramBuilder
+
 from quasistatic_drake import QuasistaticSimulator, Scenario
 from quasistatic_drake.paths import package_share_dir
+from quasistatic_drake.pick_and_place import PickPlaceTask, plan_pick_and_place
+from quasistatic_drake.quasistatic_plant import QuasistaticPlant
 
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the Agg backend)
@@ -48,7 +63,7 @@ def run_sequence(sim: QuasistaticSimulator) -> list:
     return rows
 
 
-def summarize(rows: list) -> dict:
+def summarize_two_pads(rows: list) -> dict:
     """Return medians per phase and overall, in microseconds."""
     step = np.array([r[1] for r in rows]) * 1e6
     solve = np.array([r[2] for r in rows]) * 1e6
@@ -65,47 +80,121 @@ def summarize(rows: list) -> dict:
             'median_solve_us': float(np.median(solve)), 'phases': phases}
 
 
-def plot(rows: list, path: Path) -> None:
-    """Write a histogram of the step times."""
-    step = np.array([r[1] for r in rows]) * 1e6
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.hist(step, bins=60, color='tab:blue')
-    ax.axvline(np.median(step), color='k', linestyle='--',
-               label=f'median {np.median(step):.0f} us')
-    ax.axvline(500, color='tab:red', label='target 500 us')
-    ax.set_xlabel('QP step time [us]')
-    ax.set_ylabel('steps')
-    ax.set_title('QuasistaticSimulator.step, two pads and a box')
-    ax.legend()
+def run_arm(scenario: Scenario) -> list:
+    """Run the demo's pick-and-place in a Diagram; return (waypoint, update, engine, n_c)."""
+    builder = DiagramBuilder()
+    plant = builder.AddSystem(QuasistaticPlant(scenario))
+    plan, _, _ = plan_pick_and_place(plant.engine, PickPlaceTask())
+    source = builder.AddSystem(plan.command_source())
+    builder.Connect(source.get_output_port(), plant.get_velocity_command_input_port('iiwa'))
+    simulator = Simulator(builder.Build())
+    context = plant.GetMyContextFromRoot(simulator.get_context())
+    status = plant.get_step_status_output_port()
+    rows = []
+    for k in range(plan.steps):
+        start = time.perf_counter()
+        simulator.AdvanceTo((k + 1) * scenario.time_step)
+        elapsed = time.perf_counter() - start
+        outcome = status.Eval(context)
+        if not outcome.success:
+            raise RuntimeError(f'arm step {k} failed: {outcome.status}')
+        rows.append((plan.labels[k], elapsed, outcome.step_time, len(outcome.contacts)))
+    return rows
+
+
+def summarize_arm(rows: list, h: float) -> dict:
+    """Return the plant update statistics in microseconds and the real-time factor."""
+    update = np.array([r[1] for r in rows]) * 1e6
+    engine = np.array([r[2] for r in rows]) * 1e6
+    phases = {}
+    for label in dict.fromkeys(r[0] for r in rows):
+        mask = np.array([r[0] == label for r in rows])
+        phases[label] = {'median_update_us': float(np.median(update[mask])),
+                         'median_contacts': float(np.median([r[3] for r in rows
+                                                             if r[0] == label]))}
+    median = float(np.median(update))
+    return {'steps': len(rows), 'time_step': h, 'median_update_us': median,
+            'p90_update_us': float(np.percentile(update, 90)),
+            'max_update_us': float(np.max(update)),
+            'median_engine_step_us': float(np.median(engine)),
+            'real_time_factor': h / (median * 1e-6), 'phases': phases}
+
+
+def plot(results: dict, path: Path) -> None:
+    """Write one histogram of step times per scene."""
+    fig, axes = plt.subplots(1, len(results), figsize=(6.5 * len(results), 4), squeeze=False)
+    for ax, (scene, (times_us, target_us, what)) in zip(axes[0], results.items()):
+        ax.hist(times_us, bins=60, color='tab:blue')
+        ax.axvline(np.median(times_us), color='k', linestyle='--',
+                   label=f'median {np.median(times_us):.0f} us')
+        ax.axvline(target_us, color='tab:red', label=f'target {target_us:.0f} us')
+        ax.set_xlabel(f'{what} [us]')
+        ax.set_ylabel('steps')
+        ax.set_title(scene)
+        ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+
+
+def bench_two_pads(repeats: int) -> tuple[dict, np.ndarray]:
+    """Measure and print the engine step on the two-pad scene."""
+    sim = QuasistaticSimulator(
+        Scenario.from_yaml(package_share_dir() / 'config' / 'two_pads_lift.yaml'))
+    run_sequence(sim)                                   # warm-up: numba cache, Drake caches
+    rows = [row for _ in range(repeats) for row in run_sequence(sim)]
+    summary = summarize_two_pads(rows)
+    print('two_pads: QuasistaticSimulator.step (target: median <= 500 us)')
+    print(f"{'phase':>10} {'step [us]':>10} {'solve [us]':>10} {'contacts':>8}")
+    for phase, stats in summary['phases'].items():
+        print(f"{phase:>10} {stats['median_step_us']:10.0f} {stats['median_solve_us']:10.0f} "
+              f"{stats['median_contacts']:8.0f}")
+    print(f"{'all':>10} {summary['median_step_us']:10.0f} {summary['median_solve_us']:10.0f}"
+          f"   ({summary['steps']} steps; p90 {summary['p90_step_us']:.0f} us, "
+          f"max {summary['max_step_us']:.0f} us)")
+    return summary, np.array([r[1] for r in rows]) * 1e6
+
+
+def bench_arm(repeats: int) -> tuple[dict, np.ndarray]:
+    """Measure and print the plant update on the arm scene."""
+    scenario = Scenario.from_yaml(package_share_dir() / 'config' / 'arm_pick_place.yaml')
+    run_arm(scenario)                                   # warm-up
+    rows = [row for _ in range(repeats) for row in run_arm(scenario)]
+    summary = summarize_arm(rows, scenario.time_step)
+    print(f'arm: QuasistaticPlant update at h = {scenario.time_step} s '
+          '(targets: median <= 1000 us, real-time factor >= 100)')
+    print(f"{'waypoint':>10} {'update [us]':>11} {'contacts':>8}")
+    for label, stats in summary['phases'].items():
+        print(f"{label:>10} {stats['median_update_us']:11.0f} {stats['median_contacts']:8.0f}")
+    print(f"{'all':>10} {summary['median_update_us']:11.0f}   ({summary['steps']} steps; p90 "
+          f"{summary['p90_update_us']:.0f} us, max {summary['max_update_us']:.0f} us; engine "
+          f"step median {summary['median_engine_step_us']:.0f} us; real-time factor "
+          f"{summary['real_time_factor']:.0f})")
+    return summary, np.array([r[1] for r in rows]) * 1e6
 
 
 def main() -> None:
     """Measure, print and save."""
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--repeats', type=int, default=5)
+    parser.add_argument('--scene', choices=('all', 'two_pads', 'arm'), default='all')
     parser.add_argument('--json', type=Path, default=Path('out/step_time.json'))
     parser.add_argument('--png', type=Path, default=Path('out/step_time.png'))
     args = parser.parse_args()
-    scenario = Scenario.from_yaml(package_share_dir() / 'config' / 'two_pads_lift.yaml')
-    sim = QuasistaticSimulator(scenario)
-    run_sequence(sim)                                   # warm-up: numba cache, Drake caches
-    rows = [row for _ in range(args.repeats) for row in run_sequence(sim)]
-    summary = summarize(rows)
-    summary['machine'] = {'platform': platform.platform(), 'python': platform.python_version(),
-                          'cpus': os.cpu_count()}
-    print(f"{'phase':>8} {'step [us]':>10} {'solve [us]':>10} {'contacts':>8}")
-    for phase, stats in summary['phases'].items():
-        print(f"{phase:>8} {stats['median_step_us']:10.0f} {stats['median_solve_us']:10.0f} "
-              f"{stats['median_contacts']:8.0f}")
-    print(f"{'all':>8} {summary['median_step_us']:10.0f} {summary['median_solve_us']:10.0f}"
-          f"   ({summary['steps']} steps; p90 {summary['p90_step_us']:.0f} us, "
-          f"max {summary['max_step_us']:.0f} us)")
+    if args.repeats < 1:
+        parser.error('--repeats must be at least 1')
+    summary = {'machine': {'platform': platform.platform(),
+                           'python': platform.python_version(), 'cpus': os.cpu_count()}}
+    histograms = {}
+    if args.scene in ('all', 'two_pads'):
+        summary['two_pads'], times = bench_two_pads(args.repeats)
+        histograms['two pads and a box: QuasistaticSimulator.step'] = (times, 500, 'step')
+    if args.scene in ('all', 'arm'):
+        summary['arm'], times = bench_arm(args.repeats)
+        histograms['arm, gripper, cylinder: plant update, h = 0.1 s'] = (times, 1000, 'update')
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(summary, indent=2))
     args.png.parent.mkdir(parents=True, exist_ok=True)
-    plot(rows, args.png)
+    plot(histograms, args.png)
     print(f'wrote {args.json} and {args.png}')
 
 

@@ -31,7 +31,7 @@ the step-status port; the Simulator keeps running.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Optional, Union
 
 import numpy as np
 from pydrake.common.value import AbstractValue
@@ -50,7 +50,9 @@ class StepOutcome:
 
     ``status`` is "initial" before the first step, then the solver status
     ("optimal" on success).  ``min_signed_distance`` is at the current q.
-    ``contacts`` carry the forces of that step (simulator.Contact).
+    ``contacts`` carry the forces of that step (simulator.Contact).  An
+    outcome is immutable and shared, not copied, when Drake copies the state
+    (``__deepcopy__``); treat its arrays as read-only.
     """
 
     status: str
@@ -59,12 +61,21 @@ class StepOutcome:
     solve_time: float
     step_time: float
     min_signed_distance: float
-    contacts: tuple[Contact, ...] = ()
+    result: Optional[StepResult] = None
 
     @property
     def success(self) -> bool:
         """Return whether the last step was solved (True before the first step)."""
         return self.status in ("optimal", "initial")
+
+    @property
+    def contacts(self) -> tuple[Contact, ...]:
+        """Return the contacts of the last successful step, with their forces."""
+        return self.result.contacts if self.result is not None else ()
+
+    def __deepcopy__(self, memo) -> "StepOutcome":
+        """Share instead of copy: Drake clones the state every update."""
+        return self
 
 
 class QuasistaticPlant(LeafSystem):
@@ -179,7 +190,7 @@ class QuasistaticPlant(LeafSystem):
         return StepOutcome(status=result.status, time=t, steps=steps,
                            solve_time=result.solve_time, step_time=result.step_time,
                            min_signed_distance=float(min_phi),
-                           contacts=result.contacts if result.success else ())
+                           result=result if result.success else None)
 
     def _initial_outcome(self, q: np.ndarray, t: float = 0.0) -> StepOutcome:
         return StepOutcome(status="initial", time=t, steps=0, solve_time=0.0, step_time=0.0,
