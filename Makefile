@@ -1,7 +1,8 @@
 # quasistatic_drake: set-up, tests and demo (GNU make).
 #
 #   make test     set everything up (first run ~1-2 min), then run pytest
-#   make demo     set everything up, then run `quasistatic-drake demo`
+#   make demo     set everything up, then run the arm pick-and-place demo in Meshcat
+#                 (`quasistatic-drake demo`; replay saved to out/pick_and_place.html)
 #   make lint     flake8 + pep257 + xmllint/package.xml tests only
 #   make clean    remove .venv and the build dirs
 #
@@ -150,8 +151,12 @@ develop: venv
 	  rm -f "$(STAMPS)"/develop-*; touch "$(DEVELOP_STAMP)"; \
 	fi
 
+# The arm picks and places a cylinder, live in Meshcat (the URL is printed), and
+# the run is saved as a self-contained replay.  DEMO_ARGS="--no-meshcat" runs headless
+# (drop the --html then: DEMO_HTML=).
+DEMO_HTML ?= out/pick_and_place.html
 demo: setup
-	$(VENV)/bin/quasistatic-drake demo $(DEMO_ARGS)
+	$(VENV)/bin/quasistatic-drake demo $(if $(DEMO_HTML),--html $(DEMO_HTML)) $(DEMO_ARGS)
 
 test: setup
 	$(VPY) -m pytest -q test $(PYTEST_ARGS)
