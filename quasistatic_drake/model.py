@@ -102,14 +102,12 @@ class QuasistaticModel:
         instances = {}
         for spec in scenario.robots:
             instances[spec.name] = self._add_model(parser, spec.name, spec.file, spec.where)
-            self._weld_roots(instances[spec.name], spec.pose or Pose(), spec.where,
-                             only_if_unattached=True)
+            self._weld_roots(instances[spec.name], spec.pose or Pose(), spec.where)
         for spec in scenario.objects:
             instances[spec.name] = self._add_model(parser, spec.name, spec.file, spec.where)
         for spec in scenario.environment:
             instances[spec.name] = self._add_model(parser, spec.name, spec.file, spec.where)
-            self._weld_roots(instances[spec.name], spec.pose, spec.where,
-                             only_if_unattached=False)
+            self._weld_roots(instances[spec.name], spec.pose, spec.where)
         self._set_object_poses(instances)
         self.plant.Finalize()
         self.diagram = builder.Build()
@@ -202,7 +200,7 @@ class QuasistaticModel:
         return [self.plant.get_body(b) for b in self.plant.GetBodyIndices(instance)
                 if b not in children]
 
-    def _weld_roots(self, instance, pose: Pose, where: str, only_if_unattached: bool) -> None:
+    def _weld_roots(self, instance, pose: Pose, where: str) -> None:
         roots = self._root_bodies(instance)
         if len(roots) > 1:
             raise ScenarioError(f"{where}: the model has {len(roots)} unconnected root "
@@ -210,7 +208,7 @@ class QuasistaticModel:
         for body in roots:
             self.plant.WeldFrames(self.plant.world_frame(), body.body_frame(),
                                   pose_to_rigid_transform(pose))
-        if not roots and not only_if_unattached and pose_is_set(pose):
+        if not roots and pose_is_set(pose):
             raise ScenarioError(f"{where}: the model is already attached to the world (a "
                                 "joint to 'world', or <static>true</static> in SDFormat), "
                                 "so 'pose' cannot place it. Fix: remove 'pose', or remove "

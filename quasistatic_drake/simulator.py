@@ -118,6 +118,7 @@ class QuasistaticSimulator:
         self._limits = self._position_limits()
         self._last: Optional[StepResult] = None
         self._pairs_cache: Optional[tuple[bytes, list]] = None
+        self._warm_up()
 
     # ----- binding public API ------------------------------------------------
     def default_positions(self) -> np.ndarray:
@@ -283,6 +284,16 @@ class QuasistaticSimulator:
                           step_time=time.perf_counter() - start)
 
     # ----- set-up helpers ------------------------------------------------------
+    def _warm_up(self) -> None:
+        """
+        Take one step from the default configuration and forget it.
+
+        The first step of a process loads the compiled kernels from numba's
+        cache (tens of ms); paying that here keeps it out of the step times.
+        """
+        self.step(self.model.q_default.copy(), {})
+        self.reset()
+
     def _object_inertia_scale(self) -> float:
         self.model.set_positions(self.model.q_default)
         M_u = self.model.plant.CalcMassMatrix(self.model.plant_context)[self._object_block]

@@ -145,6 +145,9 @@ def scenario_dict(tmp_path, **changes):
      'objects[0].initial_pose.xyz: expected 3 numbers'),
     ({'environment': [{'name': 'finger', 'file': 'ground.urdf'}]},
      "model names must be unique; repeated: ['finger']"),
+    ({'robots': [{'name': 'finger', 'stiffness': [1, 1, 1], 'pose': {'xyz': [1, 0, 0]},
+                  'file': 'package://quasistatic_drake/urdf/finger.urdf'}]},
+     "robots[0]: the model is already attached to the world"),
 ])
 def test_bad_scenarios_say_where_and_what(tmp_path, changes, message):
     data = scenario_dict(tmp_path, **changes)
