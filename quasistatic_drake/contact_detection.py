@@ -5,10 +5,13 @@ Drake's ``ComputeSignedDistancePairwiseClosestPoints`` returns one closest pair
 per geometry pair, and one point cannot hold a face: a box resting on a table
 would pivot about it.  For every pair within the detection tolerance we add
 the feature points of each geometry (box vertices, cylinder rim points and
-rim extremes, capsule end caps; shapes.py) tested against the exact signed
-distance field of the other.  Near-duplicate points are merged.  All pairs'
-points go through one compiled kernel (manifold.py), and the Jacobians come
-from one spatial Jacobian per body, shifted to each contact point.
+rim extremes, capsule end caps, convex hull vertices; shapes.py) tested
+against the signed distance field of the other (exact for primitives; for a
+convex mesh the largest distance to its face planes), and against a convex
+mesh also the points where the other's edges cross between its face planes
+(box and hull edges).  Near-duplicate points are merged.  All pairs' points go
+through one compiled kernel (manifold.py), and the Jacobians come from one
+spatial Jacobian per body, shifted to each contact point.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import numpy as np
 from quasistatic_drake.contact import ContactSet, combine_friction, tangent_directions
 from quasistatic_drake.manifold import contact_jacobians, pair_manifolds
 from quasistatic_drake.model import QuasistaticModel
-from quasistatic_drake.shapes import CYLINDER, feature_points
+from quasistatic_drake.shapes import CONVEX, CYLINDER, feature_edges, feature_points
 
 
 @dataclass(frozen=True)
@@ -83,9 +86,12 @@ class _PairPlan:
     feature_params: np.ndarray   # (b, 5)
     field_kind: np.ndarray       # (b,)
     field_params: np.ndarray     # (b, 5)
+    field_planes: np.ndarray     # (b, 2) the field's (start, count) in the detector's planes
     counts: np.ndarray           # (b,) feature points per block
     centres: np.ndarray          # (k, 3) feature centres, each in its geometry's frame
     radii: np.ndarray            # (k,)
+    edge_counts: np.ndarray      # (b,) feature edges per block (against convex fields only)
+    edges: np.ndarray            # (e, 2, 3) their endpoints, each in its geometry's frame
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,7 @@ class ContactDetector:
         self.model = model
         self.n_d = n_d
         self._layouts: dict = {}
+        self._planes, self._plane_range = _plane_table(model.geometries)
 
     def detect(self, tolerance: float, pairs=None) -> ContactSet:
         """
@@ -180,7 +187,8 @@ class ContactDetector:
                                    else query.GetPoseInWorld(g).GetAsMatrix34() for g in slots]),
             moving_slots=[(k, g) for g, k in slots.items() if geometries[g].moves],
             slot_A=slot_A, slot_B=slot_B,
-            blocks=self._blocks([self._plan(a, b) for a, b in key], slot_A, slot_B),
+            blocks=self._blocks([self._plan(a, b) for a, b in key], slot_A, slot_B,
+                                self._planes),
             body_A=np.array([slot_of_body.get(g.body_index, -1) for g in info_A], np.int64),
             body_B=np.array([slot_of_body.get(g.body_index, -1) for g in info_B], np.int64),
             mu=np.array([combine_friction(a.mu, b.mu) for a, b in zip(info_A, info_B)]),
@@ -192,26 +200,33 @@ class ContactDetector:
         blocks = []
         for feat, field, a_is_feature in ((id_a, id_b, True), (id_b, id_a, False)):
             centres, radii = feature_points(geometries[feat].shape)
+            edges = (feature_edges(geometries[feat].shape)
+                     if geometries[field].shape.kind == CONVEX else np.zeros((0, 2, 3)))
             if geometries[field].shape.has_distance_field and (
                     len(radii) or geometries[feat].shape.kind == CYLINDER):
                 blocks.append((geometries[feat].shape, geometries[field].shape,
-                               a_is_feature, centres, radii))
+                               a_is_feature, centres, radii,
+                               self._plane_range.get(field, (0, 0)), edges))
         return _PairPlan(
             a_is_feature=np.array([b[2] for b in blocks], dtype=np.bool_),
             feature_kind=np.array([b[0].kind for b in blocks], dtype=np.int64),
             feature_params=np.array([b[0].params for b in blocks]).reshape(-1, 5),
             field_kind=np.array([b[1].kind for b in blocks], dtype=np.int64),
             field_params=np.array([b[1].params for b in blocks]).reshape(-1, 5),
+            field_planes=np.array([b[5] for b in blocks], dtype=np.int64).reshape(-1, 2),
             counts=np.array([len(b[4]) for b in blocks], dtype=np.int64),
             centres=np.vstack([b[3] for b in blocks] or [np.zeros((0, 3))]),
-            radii=np.concatenate([b[4] for b in blocks] or [np.zeros(0)]))
+            radii=np.concatenate([b[4] for b in blocks] or [np.zeros(0)]),
+            edge_counts=np.array([len(b[6]) for b in blocks], dtype=np.int64),
+            edges=np.concatenate([b[6] for b in blocks] or [np.zeros((0, 2, 3))]))
 
     @staticmethod
-    def _blocks(plans, slot_A, slot_B) -> tuple:
-        """Return the block arrays of pair_manifolds for the pairs' plans."""
+    def _blocks(plans, slot_A, slot_B, planes) -> tuple:
+        """Return the block arrays of pair_manifolds for the pairs' plans, then ``planes``."""
         block_pair = np.repeat(np.arange(len(plans)), [len(p.counts) for p in plans])
         a_is_feature = np.concatenate([p.a_is_feature for p in plans])
         counts = np.concatenate([p.counts for p in plans])
+        edge_counts = np.concatenate([p.edge_counts for p in plans])
         return (block_pair,
                 np.where(a_is_feature, slot_A[block_pair], slot_B[block_pair]),
                 np.where(a_is_feature, slot_B[block_pair], slot_A[block_pair]),
@@ -220,9 +235,30 @@ class ContactDetector:
                 np.concatenate([p.feature_params for p in plans]),
                 np.concatenate([p.field_kind for p in plans]),
                 np.concatenate([p.field_params for p in plans]),
+                np.concatenate([p.field_planes for p in plans]),
                 np.concatenate([[0], np.cumsum(counts)]),
                 np.concatenate([p.centres for p in plans]),
-                np.concatenate([p.radii for p in plans]))
+                np.concatenate([p.radii for p in plans]),
+                np.concatenate([[0], np.cumsum(edge_counts)]).astype(np.int64),
+                np.ascontiguousarray(np.concatenate([p.edges for p in plans])),
+                planes)
+
+
+def _plane_table(geometries) -> tuple[np.ndarray, dict]:
+    """
+    Stack the face planes of every convex mesh into one array for pair_manifolds.
+
+    Returns the planes (m x 4) and, per GeometryId of a convex mesh, its rows
+    as (start, count).
+    """
+    stacked, ranges, start = [], {}, 0
+    for gid, info in geometries.items():
+        if info.shape.kind == CONVEX:
+            stacked.append(info.shape.planes)
+            ranges[gid] = (start, len(info.shape.planes))
+            start += len(info.shape.planes)
+    planes = np.vstack(stacked) if stacked else np.zeros((0, 4))
+    return np.ascontiguousarray(planes, dtype=float), ranges
 
 
 def _read_pairs(pairs, geometries) -> Optional[tuple]:

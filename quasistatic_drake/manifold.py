@@ -16,9 +16,15 @@ body A to body B, and the rows are
 where J_X(p) is the translational Jacobian of the point p fixed to body X.
 
 A *block* tests the feature points of one geometry of a pair (box vertices,
-cylinder rim samples, capsule end caps; shapes.feature_points) against the
-exact distance field of the other.  Geometry frames are passed once per step
-as stacked rotations R (g x 3 x 3) and origins o (g x 3), indexed by slot.
+cylinder rim samples, capsule end caps, convex hull vertices;
+shapes.feature_points) against the distance field of the other.  Geometry
+frames are passed once per step as stacked rotations R (g x 3 x 3) and origins
+o (g x 3), indexed by slot.
+
+A shape is its kind and 5 floats, [hx, hy, hz, radius, half_length].  A convex
+mesh (CONVEX) also has face planes: rows [n_x, n_y, n_z, offset] of one global
+planes array (m x 4), of which a field geometry's block names the range
+(start, count).  Its field is d(p) = max_i (n_i . p - offset_i) (_convex).
 """
 
 from __future__ import annotations
@@ -29,26 +35,34 @@ import numba
 import numpy as np
 
 # Shape kinds, as small integers so that compiled kernels can switch on them.
-BOX, SPHERE, CYLINDER, CAPSULE, HALFSPACE, OTHER = range(6)
+BOX, SPHERE, CYLINDER, CAPSULE, HALFSPACE, OTHER, CONVEX = range(7)
 MERGE_DISTANCE = 1e-3      # [m] points of one pair closer than this are one contact
 MERGE_COS = math.cos(math.radians(5.0))
 FACE_PHI_TOLERANCE = 1e-6  # [m] feature points this close to the closest pair's phi share its face
 # [m] a point this close outside a box or cylinder takes the nearest face's normal: the
 # direction of a sub-nanometre offset is round-off, not geometry.
 _ON_SURFACE = 1e-9
+# [m] in the manifold, a CONVEX field's planes this close to the farthest one may give a
+# contact's normal (_convex_towards): a pad's corner on a mesh box's edge takes the face the
+# pad presses on.
+TIE_BAND = 1e-3
 
 
 @numba.njit(cache=True)
-def distances(kind, params, points, d, grad):
+def distances(kind, params, planes, points, d, grad):
     """Write the signed distances and gradients of points (k x 3) to one shape."""
     for k in range(points.shape[0]):
-        d[k] = point_signed_distance(kind, params, points[k, 0], points[k, 1], points[k, 2],
-                                     grad[k])
+        d[k] = point_signed_distance(kind, params, planes, points[k, 0], points[k, 1],
+                                     points[k, 2], grad[k])
 
 
 @numba.njit(cache=True)
-def point_signed_distance(kind, params, x, y, z, grad):
-    """Signed distance of point (x, y, z) to a shape; writes the unit gradient to grad."""
+def point_signed_distance(kind, params, planes, x, y, z, grad):
+    """
+    Signed distance of point (x, y, z) to a shape; writes the unit gradient to grad.
+
+    ``planes`` (m x 4) are the shape's own face planes if it is CONVEX (else unused).
+    """
     if kind == BOX:
         return _box(params[0], params[1], params[2], x, y, z, grad)
     if kind == SPHERE:
@@ -57,6 +71,8 @@ def point_signed_distance(kind, params, x, y, z, grad):
         return _cylinder(params[3], params[4], x, y, z, grad)
     if kind == CAPSULE:
         return _unit(x, y, z - min(max(z, -params[4]), params[4]), grad) - params[3]
+    if kind == CONVEX:
+        return _convex(planes, x, y, z, grad)
     grad[0], grad[1], grad[2] = 0.0, 0.0, 1.0      # HALFSPACE
     return z
 
@@ -90,6 +106,57 @@ def _box(hx, hy, hz, x, y, z, grad):
 
 
 @numba.njit(cache=True)
+def _convex(planes, x, y, z, grad):
+    """
+    Return max_i (n_i . p - offset_i) over a convex polyhedron's face planes; grad = n_i.
+
+    Exact inside (there the nearest face is the deepest plane's) and outside
+    wherever the closest surface point lies on a face.  Outside near an edge or
+    a vertex it is the distance to the farthest face plane, which is less than
+    the true distance (beside an edge at least cos(half the angle between the
+    two faces' normals) times it): contact detection sees such a point a little
+    early, never late.  The first of equally far planes gives the gradient.
+    """
+    best = -np.inf
+    k = 0
+    for i in range(planes.shape[0]):
+        d = planes[i, 0] * x + planes[i, 1] * y + planes[i, 2] * z - planes[i, 3]
+        if d > best:
+            best, k = d, i
+    grad[0], grad[1], grad[2] = planes[k, 0], planes[k, 1], planes[k, 2]
+    return best
+
+
+@numba.njit(cache=True)
+def _convex_towards(planes, x, y, z, prefer, grad):
+    """
+    Return a CONVEX field's distance (as _convex) with the normal a contact there takes.
+
+    The normal is that of the plane most aligned with ``prefer`` (a unit vector
+    in the field's frame: the pair's direction, pair_manifolds) among the
+    planes within TIE_BAND of the farthest one.  A point on or near an edge
+    belongs to both faces, and the plain field would pick one by round-off: a
+    pad's corner on the edge of a mesh box would push sideways along the other
+    face instead of squeezing.  The distance stays the farthest plane's, so a
+    point outside is never reported as penetrating.
+    """
+    best = -np.inf
+    for i in range(planes.shape[0]):
+        best = max(best, planes[i, 0] * x + planes[i, 1] * y + planes[i, 2] * z - planes[i, 3])
+    score = -np.inf
+    k = 0
+    for i in range(planes.shape[0]):
+        value = planes[i, 0] * x + planes[i, 1] * y + planes[i, 2] * z - planes[i, 3]
+        if value >= best - TIE_BAND:
+            along = planes[i, 0] * prefer[0] + planes[i, 1] * prefer[1] \
+                + planes[i, 2] * prefer[2]
+            if along > score:
+                score, k = along, i
+    grad[0], grad[1], grad[2] = planes[k, 0], planes[k, 1], planes[k, 2]
+    return best
+
+
+@numba.njit(cache=True)
 def _cylinder(radius, half_length, x, y, z, grad):
     rho = math.sqrt(x * x + y * y)
     ux, uy = (x / rho, y / rho) if rho > 1e-12 else (1.0, 0.0)
@@ -112,7 +179,8 @@ def pair_manifolds(R, o, pair_A, pair_B, pair_normal, has_closest, closest_phi, 
                    closest_B,
                    block_pair, block_feature, block_field, block_a_is_feature,
                    block_feature_kind, block_feature_params, block_field_kind,
-                   block_field_params, block_start, centres_G, radii, tolerance):
+                   block_field_params, block_field_planes, block_start, centres_G, radii,
+                   block_edge_start, edges_G, planes, tolerance):
     """
     Return the contact points (phi, p_A, p_B, n_AB, pair) of all geometry pairs.
 
@@ -120,10 +188,19 @@ def pair_manifolds(R, o, pair_A, pair_B, pair_normal, has_closest, closest_phi, 
     points ``closest_A[k]``, ``closest_B[k]`` are in those geometries' frames.
 
     Block b tests feature points ``block_start[b]:block_start[b+1]`` of geometry
-    slot ``block_feature[b]`` against slot ``block_field[b]``; a cylinder's two
-    rim points farthest towards the field geometry (against the field's
-    distance gradient at the cylinder's centre) are added exactly, so a
-    cylinder lying on its side gets its line contact.  Points within
+    slot ``block_feature[b]`` against slot ``block_field[b]``, whose face planes
+    (a CONVEX field) are rows ``block_field_planes[b]`` = (start, count) of
+    ``planes``; a cylinder's two rim points farthest towards the field geometry
+    (against the field's distance gradient at the cylinder's centre) are added
+    exactly, so a cylinder lying on its side gets its line contact.  Against a
+    CONVEX field, the block's feature edges ``block_edge_start[b]:block_edge_start[b+1]``
+    of ``edges_G`` (endpoints in the feature geometry's frame) add the points
+    where they cross from one face plane's region to the next (_test_edge): the
+    corners of a face-on-face contact that are neither shape's vertex, such as
+    where a pad's edge leaves a rounded box's flat face.  Against a CONVEX field
+    a point's normal is that of the face plane most aligned with the pair's
+    direction (Drake's normal, else the line between the geometries' origins)
+    among the planes within TIE_BAND of the farthest (_convex_towards).  Points within
     ``tolerance`` become contacts.  A pair's Drake closest point (``has_closest``)
     is added unless three feature points already lie on its face: then it would
     sit at an arbitrary spot of a face-on-face overlap, a redundant and
@@ -133,6 +210,9 @@ def pair_manifolds(R, o, pair_A, pair_B, pair_normal, has_closest, closest_phi, 
     """
     n_blocks = block_pair.shape[0]
     n_max = centres_G.shape[0] + 2 * n_blocks + has_closest.shape[0]
+    for b in range(n_blocks):        # an edge crosses at most (planes - 1) plane boundaries
+        n_max += (block_edge_start[b + 1] - block_edge_start[b]) * max(
+            block_field_planes[b, 1] - 1, 0)
     phi = np.empty(n_max)
     p_A = np.empty((n_max, 3))
     p_B = np.empty((n_max, 3))
@@ -140,22 +220,33 @@ def pair_manifolds(R, o, pair_A, pair_B, pair_normal, has_closest, closest_phi, 
     pair = np.empty(n_max, dtype=np.int64)
     count = 0
     extremes = np.empty((2, 3))
+    lines = np.empty((2, planes.shape[0]))
+    prefer = np.zeros(3)
     for b in range(n_blocks):
         f, s, k = block_feature[b], block_field[b], block_pair[b]
+        first = block_field_planes[b, 0]
+        field_planes = planes[first:first + block_field_planes[b, 1]]
+        if block_field_kind[b] == CONVEX:
+            _pair_direction(R[s], o[s], o[f], has_closest[k], pair_normal[k],
+                            block_a_is_feature[b], prefer)
         for i in range(block_start[b], block_start[b + 1]):
             count = _test_point(R[f], o[f], centres_G[i], radii[i], R[s], o[s],
-                                block_field_kind[b], block_field_params[b],
-                                block_a_is_feature[b], k, tolerance,
+                                block_field_kind[b], block_field_params[b], field_planes,
+                                prefer, block_a_is_feature[b], k, tolerance,
                                 phi, p_A, p_B, normal, pair, count)
         if block_feature_kind[b] == CYLINDER:
             towards = _towards_field(o[f], R[s], o[s], block_field_kind[b],
-                                     block_field_params[b])
+                                     block_field_params[b], field_planes)
             n_ext = _rim_extremes(R[f], towards, block_feature_params[b], extremes)
             for i in range(n_ext):
                 count = _test_point(R[f], o[f], extremes[i], 0.0, R[s], o[s],
-                                    block_field_kind[b], block_field_params[b],
-                                    block_a_is_feature[b], k, tolerance,
+                                    block_field_kind[b], block_field_params[b], field_planes,
+                                    prefer, block_a_is_feature[b], k, tolerance,
                                     phi, p_A, p_B, normal, pair, count)
+        for e in range(block_edge_start[b], block_edge_start[b + 1]):
+            count = _test_edge(R[f], o[f], edges_G[e], R[s], o[s], field_planes, prefer,
+                               block_a_is_feature[b], k, tolerance, lines,
+                               phi, p_A, p_B, normal, pair, count)
     count = _add_closest_points(R, o, pair_A, pair_B, has_closest, closest_phi, closest_A,
                                 closest_B, pair_normal, phi, p_A, p_B, normal, pair, count)
     keep = _without_twins(phi[:count], p_A[:count], normal[:count], pair[:count])
@@ -164,9 +255,13 @@ def pair_manifolds(R, o, pair_A, pair_B, pair_normal, has_closest, closest_phi, 
 
 
 @numba.njit(cache=True)
-def _test_point(R_F, o_F, centre_G, radius, R_S, o_S, field_kind, field_params,
-                a_is_feature, k, tolerance, phi, p_A, p_B, normal, pair, count):
-    """Append the contact of one feature sphere against a field if within tolerance."""
+def _test_point(R_F, o_F, centre_G, radius, R_S, o_S, field_kind, field_params, field_planes,
+                prefer, a_is_feature, k, tolerance, phi, p_A, p_B, normal, pair, count):
+    """
+    Append the contact of one feature sphere against a field if within tolerance.
+
+    Against a CONVEX field the normal is the plane _convex_towards(``prefer``) picks.
+    """
     c = np.empty(3)
     local = np.empty(3)
     grad = np.empty(3)
@@ -176,7 +271,11 @@ def _test_point(R_F, o_F, centre_G, radius, R_S, o_S, field_kind, field_params,
     for r in range(3):
         local[r] = (R_S[0, r] * (c[0] - o_S[0]) + R_S[1, r] * (c[1] - o_S[1])
                     + R_S[2, r] * (c[2] - o_S[2]))
-    d = point_signed_distance(field_kind, field_params, local[0], local[1], local[2], grad)
+    if field_kind == CONVEX:
+        d = _convex_towards(field_planes, local[0], local[1], local[2], prefer, grad)
+    else:
+        d = point_signed_distance(field_kind, field_params, field_planes, local[0], local[1],
+                                  local[2], grad)
     if d - radius > tolerance:
         return count
     for r in range(3):
@@ -193,11 +292,105 @@ def _test_point(R_F, o_F, centre_G, radius, R_S, o_S, field_kind, field_params,
 
 
 @numba.njit(cache=True)
-def _towards_field(point, R_S, o_S, field_kind, field_params):
+def _test_edge(R_F, o_F, edge_G, R_S, o_S, planes, prefer, a_is_feature, k, tolerance, lines,
+               phi, p_A, p_B, normal, pair, count):
+    """
+    Append the points where an edge crosses between face planes of a CONVEX field.
+
+    Along the edge p(t) = p0 + t (p1 - p0), t in [0, 1], the field is the upper
+    envelope of the lines a_i + b_i t of its planes, convex and piecewise
+    linear.  We walk the envelope from t = 0: the next breakpoint is the
+    earliest crossing of the active line by a steeper one.  Every breakpoint
+    strictly inside the edge with a distance within ``tolerance`` becomes a
+    contact, measured like a feature point (_convex_towards with ``prefer``):
+    where a pad's edge leaves a rounded box's flat face, both planes are tied
+    and the flat face, along the pair's direction, wins.  The ends are
+    vertices, tested as feature points.  ``lines`` is scratch space (2 x planes).
+    """
+    c0 = np.empty(3)
+    c1 = np.empty(3)
+    grad = np.empty(3)
+    for r in range(3):
+        c0[r] = o_F[r] + R_F[r, 0] * edge_G[0, 0] + R_F[r, 1] * edge_G[0, 1] \
+            + R_F[r, 2] * edge_G[0, 2]
+        c1[r] = o_F[r] + R_F[r, 0] * edge_G[1, 0] + R_F[r, 1] * edge_G[1, 1] \
+            + R_F[r, 2] * edge_G[1, 2]
+    p0 = R_S.T @ (c0 - o_S)
+    dp = R_S.T @ (c1 - c0)
+    active = 0
+    bound = -np.inf      # no point of the edge is nearer than any one line's minimum
+    for i in range(planes.shape[0]):
+        a = planes[i, 0] * p0[0] + planes[i, 1] * p0[1] + planes[i, 2] * p0[2] - planes[i, 3]
+        b = planes[i, 0] * dp[0] + planes[i, 1] * dp[1] + planes[i, 2] * dp[2]
+        lines[0, i], lines[1, i] = a, b
+        bound = max(bound, min(a, a + b))
+        if a > lines[0, active] or (a == lines[0, active] and b > lines[1, active]):
+            active = i
+    if bound > tolerance:
+        return count
+    t = 0.0
+    while True:
+        a_k, b_k = lines[0, active], lines[1, active]
+        if b_k >= 0.0 and a_k + b_k * t > tolerance:
+            return count     # rising, and already beyond the tolerance
+        t_next = np.inf
+        j = -1
+        for i in range(planes.shape[0]):
+            b_i = lines[1, i]
+            if b_i > b_k:
+                t_i = (a_k - lines[0, i]) / (b_i - b_k)
+                if t_i < t_next or (t_i == t_next and b_i > lines[1, j]):
+                    t_next, j = t_i, i
+        if j < 0 or t_next >= 1.0 - 1e-9:
+            return count
+        t_next = max(t_next, t)
+        if a_k + b_k * t_next <= tolerance and t_next > 1e-9:
+            d = _convex_towards(planes, p0[0] + t_next * dp[0], p0[1] + t_next * dp[1],
+                                p0[2] + t_next * dp[2], prefer, grad)
+            for r in range(3):
+                c = c0[r] + t_next * (c1[r] - c0[r])
+                out = R_S[r, 0] * grad[0] + R_S[r, 1] * grad[1] + R_S[r, 2] * grad[2]
+                if a_is_feature:
+                    p_A[count, r], p_B[count, r], normal[count, r] = c, c - d * out, -out
+                else:
+                    p_A[count, r], p_B[count, r], normal[count, r] = c - d * out, c, out
+            phi[count] = d
+            pair[count] = k
+            count += 1
+        t, active = t_next, j
+
+
+@numba.njit(cache=True)
+def _pair_direction(R_S, o_S, o_F, has_closest, pair_normal, a_is_feature, out):
+    """
+    Write the unit direction from a field geometry towards a feature geometry (field frame).
+
+    Drake's normal of the pair if it has one (``pair_normal`` points from A to
+    B), else the line from the field's origin to the feature's (zero if they
+    coincide).
+    """
+    w = np.empty(3)
+    if has_closest:
+        sign = -1.0 if a_is_feature else 1.0
+        for r in range(3):
+            w[r] = sign * pair_normal[r]
+    else:
+        for r in range(3):
+            w[r] = o_F[r] - o_S[r]
+    norm = math.sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2])
+    for r in range(3):
+        out[r] = 0.0
+        if norm > 1e-12:
+            out[r] = (R_S[0, r] * w[0] + R_S[1, r] * w[1] + R_S[2, r] * w[2]) / norm
+
+
+@numba.njit(cache=True)
+def _towards_field(point, R_S, o_S, field_kind, field_params, field_planes):
     """Return the unit direction from a point towards a field geometry (minus its gradient)."""
     local = R_S.T @ (point - o_S)
     grad = np.empty(3)
-    point_signed_distance(field_kind, field_params, local[0], local[1], local[2], grad)
+    point_signed_distance(field_kind, field_params, field_planes, local[0], local[1], local[2],
+                          grad)
     return -(R_S @ grad)
 
 

@@ -24,8 +24,8 @@ from pydrake.systems.framework import DiagramBuilder
 from quasistatic_drake.model_files import collision_friction_flags
 from quasistatic_drake.paths import PACKAGE_NAME, package_share_dir
 from quasistatic_drake.scenario import Pose, Scenario, ScenarioError
-from quasistatic_drake.shapes import (BOX, CAPSULE, CYLINDER, HALFSPACE, OTHER, SPHERE,
-                                      ShapeSpec)
+from quasistatic_drake.shapes import (BOX, CAPSULE, convex_spec, CYLINDER, HALFSPACE, OTHER,
+                                      SPHERE, ShapeSpec)
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,13 @@ def pose_to_rigid_transform(pose: Pose) -> RigidTransform:
 
 
 def shape_spec(shape) -> ShapeSpec:
-    """Describe a Drake shape for the numpy distance fields in shapes.py."""
+    """
+    Describe a Drake shape for the distance fields in shapes.py.
+
+    A Convex or a Mesh becomes a CONVEX shape: Drake's proximity queries use a
+    mesh's convex hull, whose vertices, outward face planes and edges we take
+    from ``GetConvexHull()`` (scale applied).
+    """
     if isinstance(shape, Box):
         return ShapeSpec(BOX, half=0.5 * np.asarray(shape.size()))
     if isinstance(shape, Sphere):
@@ -82,8 +88,10 @@ def shape_spec(shape) -> ShapeSpec:
         return ShapeSpec(HALFSPACE)
     if isinstance(shape, (Convex, Mesh)):
         hull = shape.GetConvexHull()
-        return ShapeSpec(OTHER, hull=np.array([hull.vertex(i)
-                                               for i in range(hull.num_vertices())]))
+        vertices = np.array([hull.vertex(i) for i in range(hull.num_vertices())])
+        faces = [[hull.element(f).vertex(j) for j in range(hull.element(f).num_vertices())]
+                 for f in range(hull.num_faces())]
+        return convex_spec(vertices, faces)
     return ShapeSpec(OTHER)
 
 
