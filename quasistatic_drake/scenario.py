@@ -11,6 +11,8 @@ The schema (README, section "Scenario files") is::
     gravity: [0, 0, -9.81]
     default_friction: 0.5            # optional
     quasi_static_inertia_ratio: 0.1  # optional, see formulations/qp.py
+    miqp: {contact_stiffness, big_m, time_limit, mip_gap, backend,
+           delayed_lower_bound}   # optional, see formulations/miqp.py
     robots: [{name, file, stiffness, initial_positions?, pose?}]
     objects: [{name, file, initial_pose?, initial_positions?}]
     environment: [{name, file, pose?}]
@@ -31,15 +33,19 @@ from typing import Any, Optional
 import numpy as np
 import yaml
 
+from quasistatic_drake.formulations.miqp import MiqpSettings
 from quasistatic_drake.paths import resolve_model_file
 
-FORMULATIONS = ("qp",)
+FORMULATIONS = ("qp", "miqp")
+MIQP_BACKENDS = ("gurobi", "scip")
 
 _TOP_KEYS = {
     "time_step", "formulation", "quasi_dynamic", "friction_directions",
     "contact_detection_tolerance", "gravity", "default_friction",
-    "quasi_static_inertia_ratio", "robots", "objects", "environment",
+    "quasi_static_inertia_ratio", "robots", "objects", "environment", "miqp",
 }
+_MIQP_KEYS = {"contact_stiffness", "big_m", "time_limit", "mip_gap", "backend",
+              "delayed_lower_bound", "least_force"}
 _ROBOT_KEYS = {"name", "file", "stiffness", "initial_positions", "pose"}
 _OBJECT_KEYS = {"name", "file", "initial_pose", "initial_positions"}
 _ENVIRONMENT_KEYS = {"name", "file", "pose"}
@@ -106,6 +112,7 @@ class Scenario:
     gravity: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, -9.81]))
     default_friction: float = 0.5
     quasi_static_inertia_ratio: float = 0.1
+    miqp: MiqpSettings = field(default_factory=MiqpSettings)
     source: str = "<dict>"
 
     @staticmethod
@@ -276,10 +283,34 @@ class _Reader:
             quasi_static_inertia_ratio=self.number(
                 data.get("quasi_static_inertia_ratio", 0.1),
                 "quasi_static_inertia_ratio", positive=True),
+            miqp=self.miqp(data.get("miqp", {}), "miqp"),
             robots=tuple(robots), objects=tuple(objects), environment=tuple(environment),
             source=self.source)
         self.check_unique_names(scenario)
         return scenario
+
+    def miqp(self, data: Any, where: str) -> MiqpSettings:
+        self.check_keys(data, _MIQP_KEYS, where)
+        default = MiqpSettings()
+        big_m = data.get("big_m", "auto")
+        backend = data.get("backend", default.backend)
+        if backend not in MIQP_BACKENDS:
+            raise self.fail(_join(where, "backend"), f"unknown MIQP backend {backend!r}. "
+                            f"Available: {list(MIQP_BACKENDS)}.")
+        return MiqpSettings(
+            contact_stiffness=self.number(data.get("contact_stiffness",
+                                                   default.contact_stiffness),
+                                          _join(where, "contact_stiffness"), positive=True),
+            big_m=None if big_m == "auto" else self.number(big_m, _join(where, "big_m"),
+                                                           positive=True),
+            time_limit=self.number(data.get("time_limit", default.time_limit),
+                                   _join(where, "time_limit"), positive=True),
+            mip_gap=self.number(data.get("mip_gap", default.mip_gap), _join(where, "mip_gap"),
+                                nonnegative=True),
+            backend=backend,
+            delayed_lower_bound=self.flag(data.get("delayed_lower_bound", False),
+                                          _join(where, "delayed_lower_bound")),
+            least_force=self.flag(data.get("least_force", True), _join(where, "least_force")))
 
     def check_unique_names(self, scenario: Scenario) -> None:
         names = scenario.model_names()

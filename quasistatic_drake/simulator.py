@@ -36,6 +36,9 @@ from pydrake.multibody.tree import JointIndex
 from quasistatic_drake.contact import ContactSet
 from quasistatic_drake.contact_detection import ContactDetector, proximity_pairs
 from quasistatic_drake.manifold import sweep_lengths
+from quasistatic_drake.formulations.miqp import contact_impulses_miqp, miqp_data
+from quasistatic_drake.formulations.miqp_backends import (BACKENDS as MIQP_BACKENDS,
+                                                          MiqpSolverMissing)
 from quasistatic_drake.formulations.qp import (QpStepSolution, joint_limit_velocity_bounds,
                                                qp_cost, quasi_static_inertia_scale,
                                                solve_qp_step)
@@ -67,7 +70,9 @@ class StepResult:
     The outcome of one step.  On failure ``q_next`` equals the input q.
 
     ``recovery_dropped`` is True when the QP was infeasible as posed and was
-    solved without penetration recovery (``_solve``).
+    solved without penetration recovery (``_solve``).  ``tight_big_m`` names
+    the MIQP's big-M rows that were tight (formulations/miqp.py): M may have
+    been too small there.
     """
 
     q_next: np.ndarray
@@ -81,6 +86,7 @@ class StepResult:
     resolves: int = 0
     min_phi_next: float = field(default=np.inf)
     recovery_dropped: bool = False
+    tight_big_m: tuple[str, ...] = ()
 
     @property
     def success(self) -> bool:
@@ -115,6 +121,8 @@ class QuasistaticSimulator:
             raise ScenarioError(f"{scenario.source}: nothing can move: every model is welded. "
                                 "Fix: add a robot or an object.")
         self._inertia_scale = self._object_inertia_scale()
+        self._object_weight = self._weight_of_objects()
+        self._miqp = self._miqp_backend()
         self._limits = self._position_limits()
         self._last: Optional[StepResult] = None
         self._pairs_cache: Optional[tuple[bytes, list]] = None
@@ -164,13 +172,14 @@ class QuasistaticSimulator:
         q = self._checked_q(q).copy()
         v_bar = self._checked_command(v_cmd)
         q_ref = self._start_reference(q, q_ref)
-        q_ref_next = q_ref + self.h * v_bar
+        q_ref_next = self._next_reference(q, q_ref, v_bar)
         tolerance = self.scenario.contact_detection_tolerance
         for resolves in range(MAX_RESOLVES + 1):
             pairs = self._pairs(q, tolerance)
             self.model.set_positions(q)
             contacts = self.detector.detect(tolerance, pairs)
-            solution = self._solve(q, q_ref_next, contacts)
+            solution = (self._solve_miqp(q, q_ref, v_bar, contacts) if self._miqp is not None
+                        else self._solve(q, q_ref_next, contacts))
             if solution.v is None:
                 return self._failure(q, q_ref, contacts, solution, start)
             wider = self._tolerance_for_sweep(solution.v, tolerance, contacts)
@@ -184,7 +193,7 @@ class QuasistaticSimulator:
             q_ref_next=q_ref_next, v=solution.v, contact_set=contacts,
             forces_W=solution.impulses_W / self.h, step_time=time.perf_counter() - start,
             resolves=resolves, min_phi_next=self._min_phi_cached(),
-            recovery_dropped=solution.recovery_dropped)
+            recovery_dropped=solution.recovery_dropped, tight_big_m=solution.tight_big_m)
         self._last = result
         return result
 
@@ -223,6 +232,52 @@ class QuasistaticSimulator:
                 return replace(retry, recovery_dropped=True,
                                solve_time=solution.solve_time + retry.solve_time)
         return solution
+
+    def _next_reference(self, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray) -> np.ndarray:
+        """
+        Advance the robots' reference by h v_cmd.
+
+        QP: the spring reference accumulates, qbar_a' = qbar_a + h v_cmd.  MIQP:
+        the reference is the hypothetical position q_a + h v_cmd of this step
+        only (seed 000, eq. 21); the delayed normal-force lower bound of Sec.
+        V-B reads the previous step's shortfall from it.
+        """
+        if self._miqp is not None:
+            return q[self._robot_q_idx] + self.h * v_bar
+        return q_ref + self.h * v_bar
+
+    def _solve_miqp(self, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray,
+                    contacts: ContactSet) -> QpStepSolution:
+        """Solve seed 000's eq. 23 for this step (formulations/miqp.py)."""
+        settings = self.scenario.miqp
+        plant, context = self.model.plant, self.model.plant_context
+        idx_u, idx_a = self._object_v_idx, self._robot_v_idx
+        tau_u = plant.CalcGravityGeneralizedForces(context)[idx_u]
+        v_lower, v_upper = self._velocity_bounds(q)
+        phibar_delayed = None
+        if settings.delayed_lower_bound:
+            phibar_delayed = contacts.phi + contacts.J_n[:, idx_a] @ (
+                q_ref - q[self._robot_q_idx])
+        data = miqp_data(contacts, self.h, idx_u, idx_a, self.h * v_bar, tau_u, settings,
+                         self.h * v_lower, self.h * v_upper, self._point_reach(v_bar),
+                         self._object_weight, phibar_delayed)
+        answer = self._miqp.solve(data, settings)
+        if answer.x is None:
+            return QpStepSolution(None, np.zeros((contacts.n_c, 3)), answer.status,
+                                  answer.solve_time, data.n_binaries)
+        return QpStepSolution(answer.x / self.h,
+                              contact_impulses_miqp(contacts, answer.P_n, answer.P_f),
+                              "optimal", answer.solve_time, data.n_binaries,
+                              tight_big_m=answer.tight_big_m)
+
+    def _point_reach(self, v_bar: np.ndarray) -> float:
+        """D of the MIQP big-M: the tolerance plus twice the farthest robot point's travel."""
+        v = np.zeros(self.model.n_v)
+        v[self._robot_v_idx] = v_bar
+        J_w, J_v, _ = self.model.body_jacobians()
+        sweeps = sweep_lengths(J_w, J_v, self.model.moving_radii, v, self.h)
+        return self.scenario.contact_detection_tolerance + 2.0 * float(
+            np.max(sweeps, initial=0.0))
 
     def _integrate(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         """q_next = q + h N(q) v, then unit quaternions (design step 5)."""
@@ -293,6 +348,22 @@ class QuasistaticSimulator:
         """
         self.step(self.model.q_default.copy(), {})
         self.reset()
+
+    def _miqp_backend(self):
+        """Return the MIQP backend of the scenario, or None for the QP formulation."""
+        if self.scenario.formulation != "miqp":
+            return None
+        try:
+            return MIQP_BACKENDS[self.scenario.miqp.backend]()
+        except MiqpSolverMissing as err:
+            raise ScenarioError(f"{self.scenario.source}: miqp.backend: {err}") from None
+
+    def _weight_of_objects(self) -> float:
+        """Return the objects' total weight |g| sum(m) [N]."""
+        plant = self.model.plant
+        mass = sum(plant.get_body(b).default_mass() for o in self.model.objects
+                   for b in plant.GetBodyIndices(o.instance))
+        return float(np.linalg.norm(self.scenario.gravity)) * mass
 
     def _object_inertia_scale(self) -> float:
         self.model.set_positions(self.model.q_default)

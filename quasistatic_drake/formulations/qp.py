@@ -71,6 +71,7 @@ class QpStepSolution:
     solve_time: float
     constraint_rows: int
     recovery_dropped: bool = False   # set by the caller when phi was clipped at 0
+    tight_big_m: tuple[str, ...] = ()  # MIQP: big-M rows tight at the solution
 
 
 def qp_cost(n_v: int, h: float, robot_v_idx: np.ndarray, stiffness: np.ndarray,

@@ -1,0 +1,223 @@
+r"""
+The MIQP time step of seed 000 (Pang & Tedrake, IROS 2018), eq. 23.
+
+Decision variables, all per step l (superscript dropped):
+
+    x = h v'            displacements in velocity coordinates, [x_u; x_a]
+                        (Delta q = N(q) x; v = q_dot gives Delta q = x)
+    P_n  (n_c)          normal impulses            [N s]
+    P_f  (n_d)          friction impulses along the balanced tangents d_ij
+    Gamma (n_c)         slack, the sliding distance of each contact [m]
+    z    (N = 2 n_c + n_d)  binaries of the big-M complementarity
+
+    minimise  || x_a - xbar_a ||^2,   xbar_a = h vbar_a        (Sec. IV-B)
+    subject to
+      J_n,u^T P_n + J_f,u^T P_f + h tau_u = 0                  (23a) force balance
+      w = [phi + J_n x;  E Gamma + J_f x;  U P_n - E^T P_f]    (23b) = R y + b
+      w >= 0,  lambda = [P_n; P_f; Gamma] >= 0                 (23c)
+      w <= M_w z,  lambda <= M_lambda (1 - z)                  (23d) big-M
+      z in {0, 1}^N                                            (23e)
+      P_n,i / h >= -K phibar_i                                 (23f)
+
+with phibar = phi + J_n,u x_u + J_n,a xbar_a, the hypothetical penetration of
+eq. 21 (a linear function of x_u).  The one-step-delayed variant of Sec. V-B
+replaces it with a constant, ``phibar_delayed``, computed by the caller from
+the previous step.  Robot joints follow their command as closely as
+non-penetration allows; they are not springs here.
+
+Big-M (``big_m_auto``).  All big-M values come from two bounds of the step:
+
+* D, how far any point may move in one step: the detection tolerance plus
+  twice the largest distance a robot point would travel under the command
+  (each contact's two bodies together move at most 2 D relative to each other
+  in the cases the simulator resolves; an object is only moved by robots and
+  by settling into support, and the detection tolerance bounds that gap);
+* F, the largest contact force: F = K (max_i max(0, -phibar_i(x_u = 0)) + 2 D)
+  + W / mu_min, the spring of eq. 23f at the deepest hypothetical penetration
+  (x_u may add 2 D to it), plus the objects' total weight W held by friction
+  alone.  P_max = 2 h F (a factor 2 of margin).
+
+Then M(phi_next,i) = max(phi_i, 0) + 2 D, M(rho_ij) = 4 D (Gamma_i <= 2 D
+plus |J_f x| <= 2 D), M(s_i) = mu_i P_max, M(P_n,i) = P_max,
+M(P_f,ij) = mu_i P_max, M(Gamma_i) = 2 D.  A big-M row is *tight* when its
+left side is within 1e-6 M of M at the solution; the solution then reports
+it, because a tight bound means M may have cut off the true solution.
+
+This module imports neither Drake nor ROS; the backends are in miqp_backends.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from quasistatic_drake.contact import ContactSet
+
+TIGHT_FRACTION = 1e-6     # a big-M row within this fraction of M is reported tight
+M_MARGIN = 2.0            # P_max = M_MARGIN h F
+
+
+@dataclass(frozen=True)
+class MiqpSettings:
+    """The scenario's ``miqp:`` keys (README, "Scenario files")."""
+
+    contact_stiffness: float = 1e4        # K of eq. 23f [N/m]
+    big_m: Optional[float] = None         # None: derived per step (module docstring)
+    time_limit: float = 10.0              # [s] per MIQP
+    mip_gap: float = 1e-6                 # relative
+    backend: str = "gurobi"               # "gurobi" or "scip"
+    delayed_lower_bound: bool = False     # Sec. V-B: phibar from the previous step
+    least_force: bool = True              # second solve: least normal impulse (backends)
+
+
+@dataclass(frozen=True)
+class MiqpData:
+    """
+    Eq. 23 as matrices over y = [x (n_v), P_n (n_c), P_f (n_d), Gamma (n_c)] and z (N).
+
+    ``R y + b = w`` stacks [phi_next; rho; s]; each of the N rows of w pairs
+    with the same row of lambda = y[n_v:] (the complementary variable).
+    ``A_lb y >= b_lb`` are the normal-impulse lower bounds of eq. 23f.
+    """
+
+    n_v: int
+    n_c: int
+    n_d: int
+    idx_a: np.ndarray
+    xbar_a: np.ndarray
+    A_eq: np.ndarray
+    b_eq: np.ndarray
+    R: np.ndarray
+    b: np.ndarray
+    A_lb: np.ndarray
+    b_lb: np.ndarray
+    x_lower: np.ndarray
+    x_upper: np.ndarray
+    M_w: np.ndarray
+    M_lambda: np.ndarray
+    impulse_weight: float = 0.0   # adds w * sum(P_n) to the objective (paper_2d's LCP tie-break)
+
+    @property
+    def n_y(self) -> int:
+        """Return the number of continuous variables."""
+        return self.n_v + 2 * self.n_c + self.n_d
+
+    @property
+    def n_binaries(self) -> int:
+        """Return N = 2 n_c + n_d."""
+        return 2 * self.n_c + self.n_d
+
+    def objective(self, y: np.ndarray) -> float:
+        """Return || x_a - xbar_a ||^2 (+ impulse_weight * sum(P_n)) at y."""
+        P_n = y[self.n_v:self.n_v + self.n_c]
+        return float(np.sum((y[self.idx_a] - self.xbar_a) ** 2)
+                     + self.impulse_weight * np.sum(P_n))
+
+
+@dataclass(frozen=True)
+class MiqpSolution:
+    """A backend's answer; ``x`` is None unless a feasible solution was found."""
+
+    x: Optional[np.ndarray]
+    P_n: np.ndarray
+    P_f: np.ndarray
+    gamma: np.ndarray
+    status: str
+    solve_time: float                 # the solver's own runtime [s]
+    objective: float = np.nan
+    tight_big_m: tuple[str, ...] = ()
+    binaries: int = 0
+
+
+def miqp_data(contacts: ContactSet, h: float, idx_u: np.ndarray, idx_a: np.ndarray,
+              xbar_a: np.ndarray, tau_u: np.ndarray, settings: MiqpSettings,
+              x_lower: np.ndarray, x_upper: np.ndarray, point_reach: float,
+              weight: float, phibar_delayed: Optional[np.ndarray] = None) -> MiqpData:
+    """
+    Assemble eq. 23 for a ContactSet (module docstring).
+
+    ``tau_u`` is the objects' generalized gravity force; ``x_lower``/``x_upper``
+    bound x (joint limits); ``point_reach`` is D of the big-M derivation and
+    ``weight`` the objects' total weight W [N].
+    """
+    n_v, n_c, n_d = contacts.J_n.shape[1], contacts.n_c, contacts.J_f.shape[0]
+    n_y = n_v + 2 * n_c + n_d
+    J_n, J_f = contacts.J_n, contacts.J_f
+    E = np.kron(np.eye(n_c), np.ones((contacts.n_d, 1)))
+    U = np.diag(contacts.mu)
+    cols_x, cols_n = slice(0, n_v), slice(n_v, n_v + n_c)
+    cols_f, cols_g = slice(n_v + n_c, n_v + n_c + n_d), slice(n_v + n_c + n_d, n_y)
+    R = np.zeros((2 * n_c + n_d, n_y))
+    R[:n_c, cols_x] = J_n                                       # phi_next
+    R[n_c:n_c + n_d, cols_x] = J_f                              # rho
+    R[n_c:n_c + n_d, cols_g] = E
+    R[n_c + n_d:, cols_n] = U                                   # s
+    R[n_c + n_d:, cols_f] = -E.T
+    b = np.concatenate([contacts.phi, np.zeros(n_d + n_c)])
+    A_eq = np.zeros((len(idx_u), n_y))
+    A_eq[:, cols_n] = J_n[:, idx_u].T
+    A_eq[:, cols_f] = J_f[:, idx_u].T
+    b_eq = -h * np.asarray(tau_u, dtype=float)
+    K = settings.contact_stiffness
+    A_lb = np.zeros((n_c, n_y))
+    A_lb[:, cols_n] = np.eye(n_c)
+    if phibar_delayed is None:                 # P_n + h K J_n,u x_u >= -h K (phi + J_n,a xbar)
+        A_lb[:, idx_u] = h * K * J_n[:, idx_u]
+        phibar_fixed = contacts.phi + J_n[:, idx_a] @ xbar_a
+    else:
+        phibar_fixed = np.asarray(phibar_delayed, dtype=float)
+    b_lb = -h * K * phibar_fixed
+    M_w, M_lambda = big_m(contacts, h, settings, phibar_fixed, point_reach, weight)
+    return MiqpData(n_v=n_v, n_c=n_c, n_d=n_d, idx_a=np.asarray(idx_a, int),
+                    xbar_a=np.asarray(xbar_a, float), A_eq=A_eq, b_eq=b_eq, R=R, b=b,
+                    A_lb=A_lb, b_lb=b_lb, x_lower=x_lower, x_upper=x_upper, M_w=M_w,
+                    M_lambda=M_lambda)
+
+
+def big_m(contacts: ContactSet, h: float, settings: MiqpSettings, phibar: np.ndarray,
+          point_reach: float, weight: float) -> tuple[np.ndarray, np.ndarray]:
+    """Return M_w and M_lambda per complementarity row (module docstring, "Big-M")."""
+    n_c, n_d = contacts.n_c, contacts.J_f.shape[0]
+    if settings.big_m is not None:
+        M = float(settings.big_m)
+        return np.full(2 * n_c + n_d, M), np.full(2 * n_c + n_d, M)
+    D = point_reach
+    mu = contacts.mu
+    mu_min = max(float(np.min(mu, initial=1.0)), 1e-3)
+    deepest = float(np.max(np.maximum(-phibar, 0.0), initial=0.0))
+    F = settings.contact_stiffness * (deepest + 2.0 * D) + weight / mu_min
+    P_max = M_MARGIN * h * F
+    mu_f = np.repeat(mu, contacts.n_d)
+    M_w = np.concatenate([np.maximum(contacts.phi, 0.0) + 2.0 * D, np.full(n_d, 4.0 * D),
+                          np.maximum(mu, 1e-3) * P_max])
+    M_lambda = np.concatenate([np.full(n_c, P_max), np.maximum(mu_f, 1e-3) * P_max,
+                               np.full(n_c, 2.0 * D)])
+    return M_w, M_lambda
+
+
+def tight_rows(data: MiqpData, y: np.ndarray, z: np.ndarray) -> tuple[str, ...]:
+    """Name the big-M rows that are tight at (y, z): 'phi[3]', 'P_n[0]', ..."""
+    names = ([f"phi[{i}]" for i in range(data.n_c)] + [f"rho[{i}]" for i in range(data.n_d)]
+             + [f"s[{i}]" for i in range(data.n_c)])
+    lam_names = ([f"P_n[{i}]" for i in range(data.n_c)]
+                 + [f"P_f[{i}]" for i in range(data.n_d)]
+                 + [f"Gamma[{i}]" for i in range(data.n_c)])
+    w = data.R @ y + data.b
+    lam = y[data.n_v:]
+    tight = []
+    for k in range(data.n_binaries):
+        if z[k] > 0.5 and w[k] >= (1.0 - TIGHT_FRACTION) * data.M_w[k]:
+            tight.append(names[k])
+        if z[k] < 0.5 and lam[k] >= (1.0 - TIGHT_FRACTION) * data.M_lambda[k]:
+            tight.append(lam_names[k])
+    return tuple(tight)
+
+
+def contact_impulses_miqp(contacts: ContactSet, P_n: np.ndarray,
+                          P_f: np.ndarray) -> np.ndarray:
+    """Return the impulse on B by A per contact, P_n,i n_i + sum_j P_f,ij d_ij (world)."""
+    tangents = contacts.tangents_W.reshape(contacts.n_c, contacts.n_d, 3)
+    friction = np.einsum("ij,ijk->ik", P_f.reshape(contacts.n_c, contacts.n_d), tangents)
+    return P_n[:, None] * contacts.normal_W + friction

@@ -1,0 +1,154 @@
+"""The MIQP step (seed 000, eq. 23) with Gurobi and SCIP, and the paper's 2D example."""
+
+from dataclasses import replace
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import REPO_ROOT
+from quasistatic_drake import QuasistaticSimulator, Scenario, ScenarioError
+from quasistatic_drake import paper_2d as P
+from quasistatic_drake.formulations.miqp import MiqpSettings, miqp_data
+from quasistatic_drake.formulations.miqp_backends import (BACKENDS, GurobiBackend,
+                                                          MiqpTooLarge)
+
+TWO_PADS = f'{REPO_ROOT}/config/two_pads_lift.yaml'
+
+
+@pytest.fixture(scope='module')
+def hand_written():
+    """Seed 000's example from eqs. 24-28, with Gurobi."""
+    return P.run_hand_written('gurobi')
+
+
+def test_paper_2d_matches_the_paper(hand_written):
+    a = hand_written
+    assert a.touch_step == 21, 'the fingers touch the cylinder at step 21 (Sec. V-A)'
+    squeezed = slice(21, 40)                      # steps 22..40: lifted with y_g
+    np.testing.assert_allclose(a.cylinder_y[squeezed] - a.q[squeezed, 4], 0.03, atol=1e-9)
+    assert a.cylinder_y.max() == pytest.approx(0.05 + 0.019, abs=1e-9)
+    np.testing.assert_allclose(a.cylinder_y[41:], 0.05, atol=1e-9)   # teleports back to r
+    # The fingers stop at the surface: the x command is not followed while squeezing.
+    np.testing.assert_allclose(a.q[21:40, 2], -0.05, atol=1e-9)
+    np.testing.assert_allclose(a.q[21:40, 3], 0.05, atol=1e-9)
+    # Normal force = K * hypothetical penetration = 1e4 * 0.01 * 0.1 = 10 N (eq. 23f).
+    np.testing.assert_allclose(a.normal_force[20:39], 10.0, atol=1e-6)
+    np.testing.assert_allclose(a.normal_force[:20], 0.0, atol=1e-9)
+    assert np.all(a.phi >= -1e-9)
+
+
+def test_lcp_scheme_leaves_the_cylinder_on_the_table():
+    lcp = P.run_hand_written('gurobi', lcp=True)
+    np.testing.assert_allclose(lcp.cylinder_y, 0.05, atol=1e-9)
+    np.testing.assert_allclose(lcp.normal_force, 0.0, atol=1e-9)
+    np.testing.assert_allclose(lcp.q[-1, 4], 0.1 * 0.01 * 20, atol=1e-12)  # the gripper rose
+
+
+def test_drake_path_agrees_with_the_hand_written_model(hand_written):
+    b = P.run_drake('gurobi')
+    np.testing.assert_allclose(b.q, hand_written.q, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(b.normal_force, hand_written.normal_force, rtol=0, atol=1e-6)
+    assert b.touch_step == 21
+
+
+def paper_problems():
+    """Return MIQP data of the paper's example at several configurations."""
+    settings = MiqpSettings()
+    out = []
+    for q, command in [(P.Q0, [0.1, -0.1, 0.1]),
+                       (P.Q0 + [0, 0, 0.02, -0.02, 0.02], [0.1, -0.1, 0.1]),
+                       (P.Q0 + [0, 0.01, 0.02, -0.02, 0.03], [0.1, -0.1, 0.1]),
+                       (P.Q0 + [0, 0.01, 0.02, -0.02, 0.03], [-0.1, 0.1, 0.0])]:
+        out.append(miqp_data(P.contact_set_eqs_24_28(np.array(q)), P.H, P.IDX_U, P.IDX_A,
+                             P.H * np.array(command), np.array([0.0, -9.81]), settings,
+                             np.full(5, -np.inf), np.full(5, np.inf), 0.05, 9.81))
+    return out
+
+
+def test_gurobi_and_scip_agree_on_optimal_objectives():
+    gurobi, scip = BACKENDS['gurobi'](), BACKENDS['scip']()
+    settings = MiqpSettings(least_force=False)
+    for data in paper_problems():
+        a, b = gurobi.solve(data, settings), scip.solve(data, settings)
+        assert a.status == b.status == 'optimal'
+        assert a.objective == pytest.approx(b.objective, abs=1e-12, rel=1e-5)
+        np.testing.assert_allclose(a.x[P.IDX_A], b.x[P.IDX_A], atol=1e-6)
+
+
+def test_tight_big_m_is_reported():
+    data = paper_problems()[1]                      # squeezing: P_n >= 10 N * h = 0.1 N s
+    small = replace(data, M_lambda=np.full_like(data.M_lambda, 0.1),
+                    M_w=np.full_like(data.M_w, 0.1))
+    answer = GurobiBackend().solve(small, MiqpSettings())
+    assert answer.status == 'optimal'
+    assert any(name.startswith('P_n') for name in answer.tight_big_m), answer.tight_big_m
+    auto = GurobiBackend().solve(data, MiqpSettings())
+    assert auto.tight_big_m == ()
+
+
+def test_gurobi_size_limit_is_a_clear_error():
+    sim = QuasistaticSimulator(replace(Scenario.from_yaml(TWO_PADS), formulation='miqp'))
+    q = sim.default_positions()
+    with pytest.raises(MiqpTooLarge, match=r"allows only 200 variables in a model with a "
+                                           r"quadratic objective.*Fix: miqp.backend: scip"):
+        for _ in range(3):                           # the pads close: 20 contacts
+            q = sim.step(q, {'pads': [0.0, 0.1, -0.1]}).q_next
+
+
+def test_miqp_pads_lift_the_box_with_scip():
+    scenario = Scenario.from_yaml(TWO_PADS)
+    scenario = replace(scenario, formulation='miqp', miqp=replace(scenario.miqp, backend='scip'))
+    sim = QuasistaticSimulator(scenario)
+    q = sim.default_positions()
+    for command, steps in (([0.0, 0.1, -0.1], 3), ([0.1, 0.1, -0.1], 4)):
+        for _ in range(steps):
+            result = sim.step(q, {'pads': command})        # squeeze while lifting (eq. 29)
+            assert result.success, result.status
+            q = result.q_next
+            assert sim.min_signed_distance(q) >= -1e-3
+    box = sim.object_pose(q, 'box').translation()
+    assert box[2] > 0.05 + 0.03, f'the squeezed box rises with the pads: {box}'
+
+
+def test_delayed_lower_bound_still_lifts():
+    scenario = Scenario.from_yaml(f'{REPO_ROOT}/config/paper_2d.yaml')
+    scenario = replace(scenario, miqp=replace(scenario.miqp, delayed_lower_bound=True))
+    sim = QuasistaticSimulator(scenario)
+    q = sim.default_positions()
+    for step in range(1, 40):
+        x_l, x_r, y_g = P.command_eq29(step)
+        result = sim.step(q, {'gripper': [y_g, x_l, x_r]})
+        assert result.success
+        q = result.q_next
+    assert q[4] > 0.065, 'held by the one-step-delayed lower bound, the cylinder rises'
+
+
+def test_bad_miqp_settings_are_clear(tmp_path):
+    data = {'time_step': 0.01, 'formulation': 'miqp',
+            'robots': [{'name': 'f', 'file': 'package://quasistatic_drake/urdf/finger.urdf',
+                        'stiffness': [1, 1, 1]}]}
+    for miqp, message in [({'backend': 'cplex'}, "unknown MIQP backend 'cplex'"),
+                          ({'big_m': -1}, 'miqp.big_m: must be > 0'),
+                          ({'big_m': 'large'}, 'miqp.big_m: expected a number'),
+                          ({'time_limit': 0}, 'miqp.time_limit: must be > 0'),
+                          ({'stiffness': 1}, "miqp: unknown key(s) ['stiffness']")]:
+        with pytest.raises(ScenarioError, match=message.replace('(', r'\(').replace(
+                ')', r'\)').replace('[', r'\[').replace(']', r'\]')):
+            Scenario.from_dict({**data, 'miqp': miqp}, base_dir=tmp_path)
+
+
+def test_paper_2d_cli_writes_json_and_png(tmp_path):
+    out = tmp_path / 'paper.json'
+    png = tmp_path / 'paper.png'
+    done = subprocess.run([sys.executable, '-m', 'quasistatic_drake.cli', 'paper-2d', '--json',
+                           str(out), '--png', str(png)], capture_output=True, text=True,
+                          timeout=600, cwd=REPO_ROOT)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(out.read_text())
+    assert summary['touch_step'] == 21
+    assert len(summary['cylinder_y']) == 61 and len(summary['normal_force']) == 60
+    assert max(summary['lcp_cylinder_y']) == pytest.approx(0.05, abs=1e-9)
+    assert png.stat().st_size > 10_000
