@@ -140,9 +140,7 @@ def _convex_towards(planes, x, y, z, prefer, grad):
     face instead of squeezing.  The distance stays the farthest plane's, so a
     point outside is never reported as penetrating.
     """
-    best = -np.inf
-    for i in range(planes.shape[0]):
-        best = max(best, planes[i, 0] * x + planes[i, 1] * y + planes[i, 2] * z - planes[i, 3])
+    best = _convex(planes, x, y, z, grad)
     score = -np.inf
     k = 0
     for i in range(planes.shape[0]):
