@@ -152,3 +152,17 @@ def test_paper_2d_cli_writes_json_and_png(tmp_path):
     assert len(summary['cylinder_y']) == 61 and len(summary['normal_force']) == 60
     assert max(summary['lcp_cylinder_y']) == pytest.approx(0.05, abs=1e-9)
     assert png.stat().st_size > 10_000
+
+
+def test_a_contact_with_zero_jacobian_rows_is_handled_by_both_backends():
+    contacts = P.contact_set_eqs_24_28(P.Q0)
+    J_n, J_f = contacts.J_n.copy(), contacts.J_f.copy()
+    J_n[0] = 0.0                                  # contact 1 cannot move: constant rows
+    J_f[0:2] = 0.0
+    contacts = replace(contacts, J_n=J_n, J_f=J_f)
+    data = miqp_data(contacts, P.H, P.IDX_U, P.IDX_A, P.H * np.array([0.1, -0.1, 0.1]),
+                     np.array([0.0, -9.81]), MiqpSettings(), np.full(5, -np.inf),
+                     np.full(5, np.inf), 0.05, 9.81)
+    answers = [BACKENDS[name]().solve(data, MiqpSettings()) for name in ('gurobi', 'scip')]
+    assert [a.status for a in answers] == ['optimal', 'optimal']
+    assert answers[0].objective == pytest.approx(answers[1].objective, abs=1e-12)

@@ -209,7 +209,9 @@ class ScipBackend:
 
 
 def _dot(row: np.ndarray, variables: list):
-    return sum(float(c) * variables[j] for j, c in enumerate(row) if c != 0.0)
+    """Return row . variables as a SCIP expression (an empty one for a zero row)."""
+    from pyscipopt import quicksum
+    return quicksum(float(c) * variables[j] for j, c in enumerate(row) if c != 0.0)
 
 
 BACKENDS: dict[str, Callable[[], object]] = {"gurobi": GurobiBackend, "scip": ScipBackend}
