@@ -84,3 +84,37 @@ def combine_friction(mu_a: float, mu_b: float) -> float:
     """Drake's rule for two surfaces' friction: 2 mu_a mu_b / (mu_a + mu_b)."""
     total = mu_a + mu_b
     return 0.0 if total <= 0.0 else 2.0 * mu_a * mu_b / total
+
+
+def thin_contacts(contacts: ContactSet, per_pair: int) -> ContactSet:
+    """
+    Keep at most ``per_pair`` points of each body pair: the deepest, then the farthest.
+
+    Farthest-point sampling over the points on body A keeps the spread of a
+    face contact (its support polygon) with fewer rows; the MIQP's size grows
+    with every point (6 binaries each with 4 friction directions).
+    """
+    keep = []
+    pairs: dict = {}
+    for i, pair in enumerate(zip(contacts.body_a, contacts.body_b)):
+        pairs.setdefault(pair, []).append(i)
+    for members in pairs.values():
+        members = np.array(members)
+        if len(members) <= per_pair:
+            keep.extend(members.tolist())
+            continue
+        chosen = [members[np.argmin(contacts.phi[members])]]
+        points = contacts.point_A_W
+        while len(chosen) < per_pair:
+            gaps = np.min(np.linalg.norm(points[members][:, None] - points[chosen][None],
+                                         axis=2), axis=1)
+            chosen.append(members[int(np.argmax(gaps))])
+        keep.extend(int(c) for c in chosen)
+    keep = np.array(sorted(keep), dtype=int)
+    rows = (keep[:, None] * contacts.n_d + np.arange(contacts.n_d)[None]).reshape(-1)
+    return ContactSet(phi=contacts.phi[keep], J_n=contacts.J_n[keep], J_f=contacts.J_f[rows],
+                      mu=contacts.mu[keep], normal_W=contacts.normal_W[keep],
+                      tangents_W=contacts.tangents_W[keep], point_A_W=contacts.point_A_W[keep],
+                      point_B_W=contacts.point_B_W[keep],
+                      body_a=tuple(contacts.body_a[i] for i in keep),
+                      body_b=tuple(contacts.body_b[i] for i in keep))

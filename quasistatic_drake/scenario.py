@@ -45,7 +45,7 @@ _TOP_KEYS = {
     "quasi_static_inertia_ratio", "robots", "objects", "environment", "miqp",
 }
 _MIQP_KEYS = {"contact_stiffness", "big_m", "time_limit", "mip_gap", "backend",
-              "delayed_lower_bound", "least_force"}
+              "delayed_lower_bound", "least_force", "max_points_per_pair"}
 _ROBOT_KEYS = {"name", "file", "stiffness", "initial_positions", "pose"}
 _OBJECT_KEYS = {"name", "file", "initial_pose", "initial_positions"}
 _ENVIRONMENT_KEYS = {"name", "file", "pose"}
@@ -310,7 +310,17 @@ class _Reader:
             backend=backend,
             delayed_lower_bound=self.flag(data.get("delayed_lower_bound", False),
                                           _join(where, "delayed_lower_bound")),
-            least_force=self.flag(data.get("least_force", True), _join(where, "least_force")))
+            least_force=self.flag(data.get("least_force", True), _join(where, "least_force")),
+            max_points_per_pair=self.points_per_pair(data.get("max_points_per_pair"),
+                                                     _join(where, "max_points_per_pair")))
+
+    def points_per_pair(self, value: Any, where: str) -> Optional[int]:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise self.fail(where, f"expected a positive integer (or leave it out for all "
+                            f"manifold points), got {value!r}.")
+        return value
 
     def check_unique_names(self, scenario: Scenario) -> None:
         names = scenario.model_names()

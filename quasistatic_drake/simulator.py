@@ -33,7 +33,7 @@ import numpy as np
 from pydrake.math import RigidTransform
 from pydrake.multibody.tree import JointIndex
 
-from quasistatic_drake.contact import ContactSet
+from quasistatic_drake.contact import ContactSet, thin_contacts
 from quasistatic_drake.contact_detection import ContactDetector, proximity_pairs
 from quasistatic_drake.manifold import sweep_lengths
 from quasistatic_drake.formulations.miqp import contact_impulses_miqp, miqp_data
@@ -178,6 +178,8 @@ class QuasistaticSimulator:
             pairs = self._pairs(q, tolerance)
             self.model.set_positions(q)
             contacts = self.detector.detect(tolerance, pairs)
+            if self._miqp is not None and self.scenario.miqp.max_points_per_pair:
+                contacts = thin_contacts(contacts, self.scenario.miqp.max_points_per_pair)
             solution = (self._solve_miqp(q, q_ref, v_bar, contacts) if self._miqp is not None
                         else self._solve(q, q_ref_next, contacts))
             if solution.v is None:

@@ -70,6 +70,7 @@ class MiqpSettings:
     backend: str = "gurobi"               # "gurobi" or "scip"
     delayed_lower_bound: bool = False     # Sec. V-B: phibar from the previous step
     least_force: bool = True              # second solve: least normal impulse (backends)
+    max_points_per_pair: Optional[int] = None   # thin the manifold (contact.thin_contacts)
 
 
 @dataclass(frozen=True)

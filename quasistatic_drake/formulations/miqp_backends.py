@@ -29,6 +29,7 @@ from quasistatic_drake.formulations.miqp import MiqpData, MiqpSettings, MiqpSolu
 # quadratic objective (eq. 23 has one).
 GUROBI_QUADRATIC_VARIABLE_LIMIT = 200
 GUROBI_CONSTRAINT_LIMIT = 2000
+LEAST_FORCE_X_SLACK = 1e-12    # the least-force stage holds x within this (relative) of stage 1
 
 
 class MiqpTooLarge(RuntimeError):
@@ -67,7 +68,6 @@ class GurobiBackend:
         self.env = gurobipy.Env(empty=True)
         self.env.setParam("OutputFlag", 0)
         self.env.start()
-        self._models: dict = {}
         self._last_z: Optional[np.ndarray] = None
 
     def solve(self, data: MiqpData, settings: MiqpSettings) -> MiqpSolution:
@@ -94,22 +94,29 @@ class GurobiBackend:
         runtime = model.Runtime
         if model.SolCount == 0:
             return _failure(data, _GUROBI_STATUS.get(model.Status, str(model.Status)), runtime)
+        y_best, z_best = np.asarray(y.X), np.asarray(z.X)
         if settings.least_force and data.n_c:
-            runtime += self._least_force(model, y, data)
-        self._last_z = np.round(z.X)
-        return _solution(data, np.asarray(y.X), np.asarray(z.X), runtime)
+            self._least_force(model, y, data)
+            runtime += model.Runtime
+            if model.SolCount:
+                y_best, z_best = np.asarray(y.X), np.asarray(z.X)
+        self._last_z = np.round(z_best)
+        return _solution(data, y_best, z_best, runtime)
 
-    def _least_force(self, model, y, data: MiqpData) -> float:
-        """Second stage: fix the optimal motion x, minimise the total normal impulse (a MILP)."""
+    def _least_force(self, model, y, data: MiqpData) -> None:
+        """
+        Second stage: fix the optimal motion x, minimise the total normal impulse (a MILP).
+
+        If it finds nothing (x held at round-off from a feasible point), the
+        caller keeps the first stage's solution.
+        """
         gp = self.gp
         x = np.asarray(y.X)[:data.n_v]
-        y[:data.n_v].LB = x
-        y[:data.n_v].UB = x
+        slack = LEAST_FORCE_X_SLACK * np.maximum(1.0, np.abs(x))
+        y[:data.n_v].LB = np.maximum(x - slack, data.x_lower)
+        y[:data.n_v].UB = np.minimum(x + slack, data.x_upper)
         model.setObjective(y[data.n_v:data.n_v + data.n_c].sum(), gp.GRB.MINIMIZE)
         model.optimize()
-        if model.SolCount == 0:        # cannot happen in exact arithmetic: keep stage 1
-            raise RuntimeError("least-force stage found no solution at the optimal motion")
-        return model.Runtime
 
     def _model(self, data: MiqpData):
         gp = self.gp
@@ -197,11 +204,13 @@ class ScipBackend:
             for v, value in zip(y[:data.n_v], x):
                 model.chgVarLb(v, value)
                 model.chgVarUb(v, value)
+            first = model.getBestSol()
+            stage1 = ([first[v] for v in y], [first[v] for v in z])
             model.setObjective(impulses, "minimize")
             model.optimize()
             runtime += model.getSolvingTime()
-            if model.getNSols() == 0:
-                return _failure(data, str(model.getStatus()), runtime)
+            if model.getNSols() == 0:            # keep the first stage's solution
+                return _solution(data, np.array(stage1[0]), np.array(stage1[1]), runtime)
         best = model.getBestSol()
         y_val = np.array([best[v] for v in y])
         z_val = np.array([best[v] for v in z])
