@@ -86,30 +86,25 @@ def combine_friction(mu_a: float, mu_b: float) -> float:
     return 0.0 if total <= 0.0 else 2.0 * mu_a * mu_b / total
 
 
+THIN_BAND = 1e-3    # [m] points this close to a pair's deepest one count as touching
+
+
 def thin_contacts(contacts: ContactSet, per_pair: int) -> ContactSet:
     """
-    Keep at most ``per_pair`` points of each body pair: the deepest, then the farthest.
+    Keep at most ``per_pair`` points of each body pair: the deepest, then the spread ones.
 
-    Farthest-point sampling over the points on body A keeps the spread of a
-    face contact (its support polygon) with fewer rows; the MIQP's size grows
-    with every point (6 binaries each with 4 friction directions).
+    Among the points within THIN_BAND of the pair's deepest (those touching),
+    farthest-point sampling over their positions on body A keeps the spread of
+    a face or line contact (its support polygon) with fewer rows; when fewer
+    touch, the next deepest fill up.  The MIQP's size grows with every point
+    (6 binaries each with 4 friction directions).
     """
     keep = []
     pairs: dict = {}
     for i, pair in enumerate(zip(contacts.body_a, contacts.body_b)):
         pairs.setdefault(pair, []).append(i)
     for members in pairs.values():
-        members = np.array(members)
-        if len(members) <= per_pair:
-            keep.extend(members.tolist())
-            continue
-        chosen = [members[np.argmin(contacts.phi[members])]]
-        points = contacts.point_A_W
-        while len(chosen) < per_pair:
-            gaps = np.min(np.linalg.norm(points[members][:, None] - points[chosen][None],
-                                         axis=2), axis=1)
-            chosen.append(members[int(np.argmax(gaps))])
-        keep.extend(int(c) for c in chosen)
+        keep.extend(_thin_pair(contacts, np.array(members), per_pair))
     keep = np.array(sorted(keep), dtype=int)
     rows = (keep[:, None] * contacts.n_d + np.arange(contacts.n_d)[None]).reshape(-1)
     return ContactSet(phi=contacts.phi[keep], J_n=contacts.J_n[keep], J_f=contacts.J_f[rows],
@@ -118,3 +113,18 @@ def thin_contacts(contacts: ContactSet, per_pair: int) -> ContactSet:
                       point_B_W=contacts.point_B_W[keep],
                       body_a=tuple(contacts.body_a[i] for i in keep),
                       body_b=tuple(contacts.body_b[i] for i in keep))
+
+
+def _thin_pair(contacts: ContactSet, members: np.ndarray, per_pair: int) -> list:
+    if len(members) <= per_pair:
+        return members.tolist()
+    phi = contacts.phi[members]
+    order = members[np.argsort(phi, kind="stable")]
+    chosen = [int(order[0])]
+    touching = [int(i) for i in order[1:] if contacts.phi[i] <= phi.min() + THIN_BAND]
+    points = contacts.point_A_W
+    while len(chosen) < per_pair and touching:
+        gaps = [min(np.linalg.norm(points[i] - points[c]) for c in chosen) for i in touching]
+        chosen.append(touching.pop(int(np.argmax(gaps))))
+    rest = [int(i) for i in order if int(i) not in chosen]
+    return chosen + rest[:per_pair - len(chosen)]

@@ -15,7 +15,7 @@ object's surface, so the finger springs press with about K * squeeze.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -51,6 +51,7 @@ class PickPlaceTask:
     palm_clearance: float = 0.01         # palm above the object's top at the grasp
     open_gripper: float = 0.05           # finger position when open
     squeeze: float = 0.01                # finger reference past the object's surface
+    hold_force: float = 10.0             # MIQP: per-contact normal force while held [N]
     durations: dict = field(default_factory=lambda: {
         "pre-grasp": 3.0, "descend": 2.0, "close": 1.5, "lift": 2.0, "carry": 3.0,
         "place": 2.0, "open": 1.0, "retreat": 2.0})
@@ -202,7 +203,30 @@ def plan_pick_and_place(engine: QuasistaticSimulator, task: PickPlaceTask) -> tu
     grasp = grasp_geometry(engine, q0, name, R_WT, task)
     waypoints, target = pick_and_place_waypoints(engine.object_pose(q0, name), R_WT, grasp,
                                                  task)
-    return planner.plan(q_robot, waypoints, scenario.time_step), target, name
+    plan = planner.plan(q_robot, waypoints, scenario.time_step)
+    if scenario.formulation == "miqp":
+        speed = task.hold_force / (scenario.miqp.contact_stiffness * scenario.time_step)
+        plan = hold_squeeze(plan, planner.finger_idx, speed)
+    return plan, target, name
+
+
+def hold_squeeze(plan: JointVelocityPlan, finger_idx: np.ndarray,
+                 speed: float) -> JointVelocityPlan:
+    """
+    Keep closing the fingers at ``speed`` from the 'close' waypoint until 'open'.
+
+    Under the MIQP the robot follows its command and is no spring: the grasp
+    force comes only from the normal-force lower bound K * phibar of eq. 23f,
+    so the command must keep squeezing while the object is held, as eq. 29
+    does in seed 000's example.  speed = F / (K h) gives about F per contact.
+    """
+    velocities = plan.velocities.copy()
+    held = range(plan.step_range("close").start, plan.step_range("open").start)
+    for k in held:
+        velocities[k, finger_idx] -= speed
+    q_ref = plan.q_ref[0] + plan.time_step * np.vstack(
+        [np.zeros(velocities.shape[1]), np.cumsum(velocities, axis=0)])
+    return replace(plan, velocities=velocities, q_ref=q_ref)
 
 
 def run_pick_and_place(scenario: Scenario, task: PickPlaceTask = PickPlaceTask(),

@@ -168,27 +168,40 @@ def test_a_contact_with_zero_jacobian_rows_is_handled_by_both_backends():
     assert answers[0].objective == pytest.approx(answers[1].objective, abs=1e-12)
 
 
-def test_thin_contacts_keeps_the_deepest_and_spread_points(tmp_path):
+def tilted_box_contacts(tmp_path, pitch):
+    """Return the manifold of a 0.2 x 0.1 x 0.1 box resting on one edge, tilted by pitch."""
     from conftest import ground_entry, make_sim, sdf_box_object, write
-    from quasistatic_drake.contact import thin_contacts
     sim = make_sim(tmp_path, {
         'objects': [{'name': 'box', 'file': write(tmp_path, 'box.sdf',
                                                   sdf_box_object('box', (0.2, 0.1, 0.1), 1.0)),
-                     'initial_pose': {'xyz': [0, 0, 0.049], 'rpy': [0, 0.01, 0]}}],
+                     'initial_pose': {'xyz': [0, 0, 0.05 + 0.1 * np.sin(pitch)],
+                                      'rpy': [0, pitch, 0]}}],
         'environment': [ground_entry(tmp_path)]})
     sim.model.set_positions(sim.default_positions())
-    full = sim.detector.detect(0.02)
+    return sim.detector.detect(0.02)
+
+
+@pytest.mark.parametrize('pitch, spread', [(0.001, np.hypot(0.2, 0.1)), (0.05, 0.1)])
+def test_thin_contacts_keeps_the_deepest_and_the_touching_spread(tmp_path, pitch, spread):
+    from quasistatic_drake.contact import thin_contacts
+    full = tilted_box_contacts(tmp_path, pitch)
     assert full.n_c >= 4
     thin = thin_contacts(full, 2)
     assert thin.n_c == 2
     assert np.min(thin.phi) == np.min(full.phi), 'the deepest point is kept'
-    spread = np.linalg.norm(thin.point_A_W[0] - thin.point_A_W[1])
-    assert spread > 0.2, f'the second point is the farthest one: {spread}'
+    # Nearly flat: the diagonal corner (all four touch); tilted: only the corners of
+    # the low edge touch, and the second point is the other end of that edge.
+    assert np.linalg.norm(thin.point_A_W[0] - thin.point_A_W[1]) == pytest.approx(spread,
+                                                                                  abs=2e-3)
     rows = [np.flatnonzero(np.all(full.J_n == row, axis=1))[0] for row in thin.J_n]
     for k, i in enumerate(rows):
         np.testing.assert_array_equal(thin.J_f[k * full.n_d:(k + 1) * full.n_d],
                                       full.J_f[i * full.n_d:(i + 1) * full.n_d])
     assert thin_contacts(full, 10).n_c == full.n_c
+
+
+def test_max_points_per_pair_is_checked(tmp_path):
     with pytest.raises(ScenarioError, match='max_points_per_pair: expected a positive integer'):
         Scenario.from_dict({'time_step': 0.1, 'miqp': {'max_points_per_pair': 0},
-                            'objects': [{'name': 'box', 'file': f'{tmp_path}/box.sdf'}]})
+                            'objects': [{'name': 'box',
+                                         'file': 'package://quasistatic_drake/urdf/box.urdf'}]})
