@@ -347,7 +347,12 @@ class QuasistaticSimulator:
 
         The first step of a process loads the compiled kernels from numba's
         cache (tens of ms); paying that here keeps it out of the step times.
+        The MIQP is not solved here (its solve dwarfs the load, and a problem
+        too large for the licence should fail at its step, not at construction).
         """
+        if self._miqp is not None:
+            self.min_signed_distance(self.model.q_default)
+            return
         self.step(self.model.q_default.copy(), {})
         self.reset()
 
