@@ -120,11 +120,17 @@ def _convex(planes, x, y, z, grad):
     best = -np.inf
     k = 0
     for i in range(planes.shape[0]):
-        d = planes[i, 0] * x + planes[i, 1] * y + planes[i, 2] * z - planes[i, 3]
+        d = _plane_distance(planes, i, x, y, z)
         if d > best:
             best, k = d, i
     grad[0], grad[1], grad[2] = planes[k, 0], planes[k, 1], planes[k, 2]
     return best
+
+
+@numba.njit(cache=True)
+def _plane_distance(planes, i, x, y, z):
+    """Return n_i . p - o_i, the signed distance of p = (x, y, z) from plane i."""
+    return planes[i, 0] * x + planes[i, 1] * y + planes[i, 2] * z - planes[i, 3]
 
 
 @numba.njit(cache=True)
@@ -144,8 +150,7 @@ def _convex_towards(planes, x, y, z, prefer, grad):
     score = -np.inf
     k = 0
     for i in range(planes.shape[0]):
-        value = planes[i, 0] * x + planes[i, 1] * y + planes[i, 2] * z - planes[i, 3]
-        if value >= best - TIE_BAND:
+        if _plane_distance(planes, i, x, y, z) >= best - TIE_BAND:
             along = planes[i, 0] * prefer[0] + planes[i, 1] * prefer[1] \
                 + planes[i, 2] * prefer[2]
             if along > score:
