@@ -50,8 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest='command', required=True)
     demo = commands.add_parser('demo', help='the arm picks and places a cylinder')
     demo.add_argument('--scenario', type=Path,
-                      default=package_share_dir() / 'config' / 'arm_pick_place.yaml',
-                      help='scenario YAML with the robot "iiwa" (arm + gripper) and an object')
+                      help='scenario YAML with the robot "iiwa" (arm + gripper) and an object '
+                           '(default: config/arm_pick_place.yaml, or with --formulation miqp '
+                           'config/arm_pick_place_miqp.yaml, its h = 0.01 s variant)')
     demo.add_argument('--object', default='',
                       help="the object to pick (default: the scenario's first object)")
     demo.add_argument('--formulation', choices=FORMULATIONS,
@@ -100,12 +101,18 @@ def _non_negative(text: str) -> float:
     return value
 
 
+def _default_arm_scene(formulation: Optional[str]) -> Path:
+    """Return the arm scene for a formulation: the MIQP's needs a finer step (README)."""
+    name = 'arm_pick_place_miqp.yaml' if formulation == 'miqp' else 'arm_pick_place.yaml'
+    return package_share_dir() / 'config' / name
+
+
 def run_arm_demo(args) -> int:
     """Pick and place with the arm; print the phases and a summary."""
     if args.html is not None and args.no_meshcat:
         raise ScenarioError('--html records the Meshcat scene; it cannot be combined with '
                             '--no-meshcat. Fix: drop one of them.')
-    scenario = Scenario.from_yaml(args.scenario)
+    scenario = Scenario.from_yaml(args.scenario or _default_arm_scene(args.formulation))
     if args.formulation:
         scenario = dataclasses.replace(scenario, formulation=args.formulation)
     meshcat = None

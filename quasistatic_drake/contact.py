@@ -87,17 +87,29 @@ def combine_friction(mu_a: float, mu_b: float) -> float:
 
 
 THIN_BAND = 1e-3    # [m] points this close to a pair's deepest one count as touching
+LINE_WIDTH = 1e-3   # [m] a touching patch narrower than this is a line contact
 
 
 def thin_contacts(contacts: ContactSet, per_pair: int) -> ContactSet:
     """
-    Keep at most ``per_pair`` points of each body pair: the deepest, then the spread ones.
+    Keep at most ``per_pair`` points of each body pair, spread over its contact patch.
 
-    Among the points within THIN_BAND of the pair's deepest (those touching),
-    farthest-point sampling over their positions on body A keeps the spread of
-    a face or line contact (its support polygon) with fewer rows; when fewer
-    touch, the next deepest fill up.  The MIQP's size grows with every point
-    (6 binaries each with 4 friction directions).
+    The points within THIN_BAND of the pair's deepest (those touching) form
+    the patch.  In the plane across the pair's mean normal, the kept points
+    are the patch's support points in ``per_pair`` evenly spaced directions
+    (the first towards the deepest point, which is kept when it is a corner of
+    the patch): with ``per_pair`` 4, a disc keeps a square and a rectangle its
+    corners.  A patch narrower than LINE_WIDTH is a line contact (a cylinder's side on a
+    pad) and keeps its two ends only.  Farthest-point sampling over the patch
+    fills up to ``per_pair``, then the next deepest points.
+
+    The kept support polygon must hold the patch's centroid strictly inside:
+    an object standing on a polygon whose edge passes under its centre of mass
+    can tip about that edge into the table, where no kept point sees it.
+    Farthest-point sampling kept a disc's diameter and one point beside it,
+    and any three corners of a rectangle put the centroid on the diagonal, so
+    face contacts need ``per_pair`` >= 4.  The MIQP's size grows with every
+    point (6 binaries each with 4 friction directions).
     """
     keep = []
     pairs: dict = {}
@@ -120,11 +132,47 @@ def _thin_pair(contacts: ContactSet, members: np.ndarray, per_pair: int) -> list
         return members.tolist()
     phi = contacts.phi[members]
     order = members[np.argsort(phi, kind="stable")]
-    chosen = [int(order[0])]
-    touching = [int(i) for i in order[1:] if contacts.phi[i] <= phi.min() + THIN_BAND]
+    patch = order[phi[np.argsort(phi, kind="stable")] <= phi.min() + THIN_BAND]
+    chosen = _support_points(contacts, patch, per_pair)
     points = contacts.point_A_W
+    touching = [int(i) for i in patch if int(i) not in chosen]
     while len(chosen) < per_pair and touching:
         gaps = [min(np.linalg.norm(points[i] - points[c]) for c in chosen) for i in touching]
         chosen.append(touching.pop(int(np.argmax(gaps))))
     rest = [int(i) for i in order if int(i) not in chosen]
     return chosen + rest[:per_pair - len(chosen)]
+
+
+def _support_points(contacts: ContactSet, patch: np.ndarray, k: int) -> list:
+    """Return the patch's support points in k evenly spaced directions (thin_contacts)."""
+    if len(patch) <= 1:
+        return [int(i) for i in patch]
+    normal = contacts.normal_W[patch].mean(axis=0)
+    normal /= max(np.linalg.norm(normal), 1e-12)
+    t1, t2 = _plane_basis(normal)
+    offsets = contacts.point_A_W[patch] - contacts.point_A_W[patch].mean(axis=0)
+    uv = np.column_stack([offsets @ t1, offsets @ t2])
+    axes = np.linalg.svd(uv, full_matrices=False)[2]
+    across = uv @ axes[-1]
+    if np.ptp(across) < LINE_WIDTH:           # a line contact: its two ends carry it
+        along = uv @ axes[0]
+        return list(dict.fromkeys([int(patch[np.argmin(along)]), int(patch[np.argmax(along)])]))
+    first = int(np.argmin(contacts.phi[patch]))     # the deepest point sets the start
+    if uv[first] @ uv[first] < 1e-12:
+        first = int(np.argmax(np.einsum("ij,ij->i", uv, uv)))
+    theta0 = np.arctan2(uv[first, 1], uv[first, 0])
+    chosen: list = []
+    for j in range(k):
+        theta = theta0 + 2.0 * np.pi * j / k
+        best = int(patch[int(np.argmax(uv @ np.array([np.cos(theta), np.sin(theta)])))])
+        if best not in chosen:
+            chosen.append(best)
+    return chosen
+
+
+def _plane_basis(normal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return two unit vectors spanning the plane across ``normal``."""
+    helper = np.array([1.0, 0.0, 0.0]) if abs(normal[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+    t1 = np.cross(normal, helper)
+    t1 /= np.linalg.norm(t1)
+    return t1, np.cross(normal, t1)

@@ -98,7 +98,8 @@ def contact_set_eqs_24_28(q: np.ndarray) -> ContactSet:
 
 def run_hand_written(backend: str = "gurobi", lcp: bool = False) -> Trajectory:
     """Simulate 60 steps of the hand-written model (eq. 29), or the LCP scheme (eq. 30)."""
-    settings = MiqpSettings(contact_stiffness=0.0 if lcp else K, backend=backend)
+    settings = MiqpSettings(contact_stiffness=0.0 if lcp else K, backend=backend,
+                            object_motion_weight=0.0)      # the paper's objective
     solver = BACKENDS[backend]()
     command = command_eq30 if lcp else command_eq29
     q, qs, phis, forces, times = Q0.copy(), [Q0.copy()], [phi_eq24(Q0)], [], []
@@ -112,7 +113,7 @@ def run_hand_written(backend: str = "gurobi", lcp: bool = False) -> Trajectory:
         data = miqp_data(contacts, H, IDX_U, IDX_A, xbar, np.array([0.0, -MASS * GRAVITY]),
                          settings, lower, upper, point_reach=0.05, weight=MASS * GRAVITY)
         if lcp:
-            data = replace(data, impulse_weight=1.0)
+            data = replace(data, impulse_weight=1.0, motion_weight=0.0)
         answer = solver.solve(data, settings)
         if answer.x is None:
             raise RuntimeError(f"step {step}: the MIQP failed ({answer.status})")

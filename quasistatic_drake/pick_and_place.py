@@ -48,7 +48,7 @@ class PickPlaceTask:
     approach_height: float = 0.15
     lift_height: float = 0.15
     tcp_to_palm: float = 0.045           # from the TCP up to the gripper body's face
-    palm_clearance: float = 0.01         # palm above the object's top at the grasp
+    palm_clearance: float = 0.025        # palm above the object's top: outside the 2 cm tolerance
     open_gripper: float = 0.05           # finger position when open
     squeeze: float = 0.01                # finger reference past the object's surface
     hold_force: float = 10.0             # MIQP: per-contact normal force while held [N]

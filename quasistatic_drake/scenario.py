@@ -45,7 +45,8 @@ _TOP_KEYS = {
     "quasi_static_inertia_ratio", "robots", "objects", "environment", "miqp",
 }
 _MIQP_KEYS = {"contact_stiffness", "big_m", "time_limit", "mip_gap", "backend",
-              "delayed_lower_bound", "least_force", "max_points_per_pair"}
+              "delayed_lower_bound", "least_force", "max_points_per_pair",
+              "object_motion_weight"}
 _ROBOT_KEYS = {"name", "file", "stiffness", "initial_positions", "pose"}
 _OBJECT_KEYS = {"name", "file", "initial_pose", "initial_positions"}
 _ENVIRONMENT_KEYS = {"name", "file", "pose"}
@@ -312,7 +313,10 @@ class _Reader:
                                           _join(where, "delayed_lower_bound")),
             least_force=self.flag(data.get("least_force", True), _join(where, "least_force")),
             max_points_per_pair=self.points_per_pair(data.get("max_points_per_pair"),
-                                                     _join(where, "max_points_per_pair")))
+                                                     _join(where, "max_points_per_pair")),
+            object_motion_weight=self.number(
+                data.get("object_motion_weight", default.object_motion_weight),
+                _join(where, "object_motion_weight"), nonnegative=True))
 
     def points_per_pair(self, value: Any, where: str) -> Optional[int]:
         if value is None:

@@ -90,11 +90,13 @@ def test_tight_big_m_is_reported():
 
 
 def test_gurobi_size_limit_is_a_clear_error():
-    sim = QuasistaticSimulator(replace(Scenario.from_yaml(TWO_PADS), formulation='miqp'))
+    # 16 friction directions: the pads' 12 contacts make 12 (2 + 16) + 12 + 4 > 200 variables.
+    sim = QuasistaticSimulator(replace(Scenario.from_yaml(TWO_PADS), formulation='miqp',
+                                       friction_directions=16))
     q = sim.default_positions()
     with pytest.raises(MiqpTooLarge, match=r"allows only 200 variables in a model with a "
                                            r"quadratic objective.*Fix: miqp.backend: scip"):
-        for _ in range(3):                           # the pads close: 20 contacts
+        for _ in range(3):                           # the pads close on the box
             q = sim.step(q, {'pads': [0.0, 0.1, -0.1]}).q_next
 
 
@@ -205,3 +207,99 @@ def test_max_points_per_pair_is_checked(tmp_path):
         Scenario.from_dict({'time_step': 0.1, 'miqp': {'max_points_per_pair': 0},
                             'objects': [{'name': 'box',
                                          'file': 'package://quasistatic_drake/urdf/box.urdf'}]})
+
+
+def standing_cylinder_contacts(tmp_path):
+    """Return the manifold of a cylinder (r 0.03 m) standing on the ground."""
+    from conftest import ground_entry, make_sim, sdf_shape_object, write
+    geometry = '<cylinder><radius>0.03</radius><length>0.14</length></cylinder>'
+    sim = make_sim(tmp_path, {
+        'objects': [{'name': 'can', 'file': write(tmp_path, 'can.sdf', sdf_shape_object(
+            'can', geometry, 0.4, (7e-4, 7e-4, 2e-4))),
+            'initial_pose': {'xyz': [0.1, 0.2, 0.07]}}],
+        'environment': [ground_entry(tmp_path)]})
+    sim.model.set_positions(sim.default_positions())
+    return sim.detector.detect(0.02)
+
+
+def centroid_depth_in_polygon(points_xy, centroid_xy):
+    """Return how far centroid_xy lies inside the convex hull of points_xy (< 0: outside)."""
+    from scipy.spatial import ConvexHull
+    hull = ConvexHull(points_xy)
+    # hull.equations: n . x + c <= 0 inside, n unit.
+    return float(-np.max(hull.equations[:, :2] @ centroid_xy + hull.equations[:, 2]))
+
+
+@pytest.mark.parametrize('per_pair', [3, 4])
+def test_thin_contacts_keeps_the_centre_of_a_disc_inside_its_polygon(tmp_path, per_pair):
+    from quasistatic_drake.contact import thin_contacts
+    full = standing_cylinder_contacts(tmp_path)
+    assert full.n_c > 4, 'the disc on the ground is a patch of many points'
+    thin = thin_contacts(full, per_pair)
+    assert thin.n_c == per_pair
+    # The kept polygon holds the disc's centre well inside (a triangle of a diameter
+    # and a point beside it had the centre on its edge: the can could tip into the ground).
+    depth = centroid_depth_in_polygon(thin.point_A_W[:, :2], np.array([0.1, 0.2]))
+    inscribed = 0.03 * np.cos(np.pi / per_pair)      # the regular polygon's inradius
+    assert depth > 0.5 * inscribed
+
+
+def test_thin_contacts_keeps_the_four_corners_of_a_face(tmp_path):
+    from quasistatic_drake.contact import thin_contacts
+    full = tilted_box_contacts(tmp_path, 0.001)
+    thin = thin_contacts(full, 4)
+    xy = thin.point_A_W[:, :2]
+    np.testing.assert_allclose(np.abs(xy), np.tile([0.1, 0.05], (4, 1)), atol=2e-3)
+    assert len({(np.sign(x), np.sign(y)) for x, y in xy}) == 4, 'one point per corner'
+
+
+def pad_forces(per_pair):
+    """Squeeze the two-pad scene's box under the MIQP; return each pad's total normal force."""
+    scenario = Scenario.from_yaml(TWO_PADS)
+    scenario = replace(scenario, formulation='miqp',
+                       miqp=replace(scenario.miqp, max_points_per_pair=per_pair))
+    sim = QuasistaticSimulator(scenario)
+    q = sim.default_positions()
+    for _ in range(4):                                  # close, then squeeze into the box
+        result = sim.step(q, {'pads': [0.0, 0.1, -0.1]})
+        assert result.success, result.status
+        q = result.q_next
+    forces = {}
+    for contact in result.contacts:
+        pads = [b for b in (contact.body_a, contact.body_b) if 'pads::' in b]
+        if pads:
+            normal = abs(float(contact.force_W @ contact.normal_W))
+            forces[pads[0]] = forces.get(pads[0], 0.0) + normal
+    return result, forces
+
+
+def test_normal_force_lower_bound_holds_per_body_pair():
+    """Eq. 23f per pair: the squeeze force does not grow with the points sampled per pad."""
+    two, forces_two = pad_forces(2)
+    four, forces_four = pad_forces(4)
+    assert four.contact_set.n_c > two.contact_set.n_c
+    assert sorted(forces_two) == sorted(forces_four) and len(forces_two) == 2
+    K, h = MiqpSettings().contact_stiffness, 0.1
+    for pad, force in forces_two.items():
+        assert force == pytest.approx(forces_four[pad], rel=1e-6)
+        # The pads stop at the box; the command would have moved them h * 0.1 m further.
+        assert force == pytest.approx(K * h * 0.1, rel=1e-6)
+
+
+@pytest.mark.parametrize('backend', ['gurobi', 'scip'])
+def test_an_infeasible_miqp_is_reported_and_the_state_is_kept(tmp_path, backend):
+    """A box in mid-air has no contact to hold it: force balance (23a) is infeasible."""
+    from conftest import ground_entry, make_sim, pads_robot, sdf_box_object, write
+    sim = make_sim(tmp_path, {
+        'formulation': 'miqp', 'miqp': {'backend': backend},
+        'robots': [pads_robot(tmp_path, 0.8)],
+        'objects': [{'name': 'box', 'file': write(tmp_path, 'box.sdf',
+                                                  sdf_box_object('box', (0.1, 0.1, 0.1), 1.0)),
+                     'initial_pose': {'xyz': [0.0, 0.0, 0.5]}}],
+        'environment': [ground_entry(tmp_path)]})
+    q = sim.default_positions()
+    result = sim.step(q, {'pads': [0.0, 0.1, -0.1]})
+    assert not result.success
+    assert 'infeasible' in result.status
+    np.testing.assert_array_equal(result.q_next, q)
+    assert result.contact_set.n_c == 0 or np.all(result.forces_W == 0.0)

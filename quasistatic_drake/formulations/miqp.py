@@ -10,20 +10,42 @@ Decision variables, all per step l (superscript dropped):
     Gamma (n_c)         slack, the sliding distance of each contact [m]
     z    (N = 2 n_c + n_d)  binaries of the big-M complementarity
 
-    minimise  || x_a - xbar_a ||^2,   xbar_a = h vbar_a        (Sec. IV-B)
+    minimise  || x_a - xbar_a ||^2 + eps || x_u ||^2,   xbar_a = h vbar_a   (Sec. IV-B)
     subject to
       J_n,u^T P_n + J_f,u^T P_f + h tau_u = 0                  (23a) force balance
       w = [phi + J_n x;  E Gamma + J_f x;  U P_n - E^T P_f]    (23b) = R y + b
       w >= 0,  lambda = [P_n; P_f; Gamma] >= 0                 (23c)
       w <= M_w z,  lambda <= M_lambda (1 - z)                  (23d) big-M
       z in {0, 1}^N                                            (23e)
-      P_n,i / h >= -K phibar_i                                 (23f)
+      sum_{j in pair(i)} P_n,j / h >= -K phibar_i               (23f), per body pair
 
 with phibar = phi + J_n,u x_u + J_n,a xbar_a, the hypothetical penetration of
-eq. 21 (a linear function of x_u).  The one-step-delayed variant of Sec. V-B
-replaces it with a constant, ``phibar_delayed``, computed by the caller from
-the previous step.  Robot joints follow their command as closely as
-non-penetration allows; they are not springs here.
+eq. 21 (a linear function of x_u).
+
+The lower bound of eq. 23f is applied per body pair: the normal impulses of
+all the points that join the same two bodies sum to at least h K times the
+deepest hypothetical penetration among them (one row per point, so the
+deepest binds).  With one point per pair, as in seed 000's examples, this is
+eq. 23f exactly.  A face or line contact sampled at several points is one
+patch with one stiffness: bounding every point alone would make the squeeze
+force grow with the number of points, and would demand that every point
+touch, which a patch that is a little tilted (a cylinder squeezed by a pad)
+cannot satisfy, so the MIQP turned infeasible or very hard.
+
+The small term eps ||x_u||^2 (``object_motion_weight``, 1e-6) is a
+tie-break that is not in the paper: eq. 23 does not price the objects'
+motion, so an object in neutral equilibrium (a cylinder held by two pads
+turning about the line between them, or tipping about a support edge under
+its centre of mass) could move by any amount at no cost, and the solver
+returned whichever vertex it found: a held cylinder turned 5 degrees in one
+step.  The least-motion solution is the one at rest.  At 1e-6 the term cannot
+compete with the tracking error: a robot still pushes an object rather than
+fall 1e-3 short of its command.
+
+The one-step-delayed variant of Sec. V-B replaces phibar with a constant,
+``phibar_delayed``, computed by the caller from the previous step.  Robot
+joints follow their command as closely as non-penetration allows; they are
+not springs here.
 
 Big-M (``big_m_auto``).  All big-M values come from two bounds of the step:
 
@@ -70,6 +92,7 @@ class MiqpSettings:
     backend: str = "gurobi"               # "gurobi" or "scip"
     delayed_lower_bound: bool = False     # Sec. V-B: phibar from the previous step
     least_force: bool = True              # second solve: least normal impulse (backends)
+    object_motion_weight: float = 1e-6    # eps of the tie-break eps ||x_u||^2 (docstring)
     max_points_per_pair: Optional[int] = None   # thin the manifold (contact.thin_contacts)
 
 
@@ -86,6 +109,7 @@ class MiqpData:
     n_v: int
     n_c: int
     n_d: int
+    idx_u: np.ndarray
     idx_a: np.ndarray
     xbar_a: np.ndarray
     A_eq: np.ndarray
@@ -99,6 +123,7 @@ class MiqpData:
     M_w: np.ndarray
     M_lambda: np.ndarray
     impulse_weight: float = 0.0   # adds w * sum(P_n) to the objective (paper_2d's LCP tie-break)
+    motion_weight: float = 0.0    # eps of eps ||x_u||^2 (MiqpSettings.object_motion_weight)
 
     @property
     def n_y(self) -> int:
@@ -111,9 +136,10 @@ class MiqpData:
         return 2 * self.n_c + self.n_d
 
     def objective(self, y: np.ndarray) -> float:
-        """Return || x_a - xbar_a ||^2 (+ impulse_weight * sum(P_n)) at y."""
+        """Return || x_a - xbar_a ||^2 + eps ||x_u||^2 (+ impulse_weight sum(P_n)) at y."""
         P_n = y[self.n_v:self.n_v + self.n_c]
         return float(np.sum((y[self.idx_a] - self.xbar_a) ** 2)
+                     + self.motion_weight * np.sum(y[self.idx_u] ** 2)
                      + self.impulse_weight * np.sum(P_n))
 
 
@@ -163,7 +189,7 @@ def miqp_data(contacts: ContactSet, h: float, idx_u: np.ndarray, idx_a: np.ndarr
     b_eq = -h * np.asarray(tau_u, dtype=float)
     K = settings.contact_stiffness
     A_lb = np.zeros((n_c, n_y))
-    A_lb[:, cols_n] = np.eye(n_c)
+    A_lb[:, cols_n] = same_pair_matrix(contacts)          # sum of the pair's P_n (23f)
     if phibar_delayed is None:                 # P_n + h K J_n,u x_u >= -h K (phi + J_n,a xbar)
         A_lb[:, idx_u] = h * K * J_n[:, idx_u]
         phibar_fixed = contacts.phi + J_n[:, idx_a] @ xbar_a
@@ -171,10 +197,20 @@ def miqp_data(contacts: ContactSet, h: float, idx_u: np.ndarray, idx_a: np.ndarr
         phibar_fixed = np.asarray(phibar_delayed, dtype=float)
     b_lb = -h * K * phibar_fixed
     M_w, M_lambda = big_m(contacts, h, settings, phibar_fixed, point_reach, weight)
-    return MiqpData(n_v=n_v, n_c=n_c, n_d=n_d, idx_a=np.asarray(idx_a, int),
-                    xbar_a=np.asarray(xbar_a, float), A_eq=A_eq, b_eq=b_eq, R=R, b=b,
-                    A_lb=A_lb, b_lb=b_lb, x_lower=x_lower, x_upper=x_upper, M_w=M_w,
-                    M_lambda=M_lambda)
+    return MiqpData(n_v=n_v, n_c=n_c, n_d=n_d, idx_u=np.asarray(idx_u, int),
+                    idx_a=np.asarray(idx_a, int), xbar_a=np.asarray(xbar_a, float),
+                    A_eq=A_eq, b_eq=b_eq, R=R, b=b, A_lb=A_lb, b_lb=b_lb, x_lower=x_lower,
+                    x_upper=x_upper, M_w=M_w, M_lambda=M_lambda,
+                    motion_weight=settings.object_motion_weight)
+
+
+def same_pair_matrix(contacts: ContactSet) -> np.ndarray:
+    """Return S with S[i, j] = 1 when contacts i and j join the same two bodies."""
+    pairs = list(zip(contacts.body_a, contacts.body_b))
+    S = np.zeros((len(pairs), len(pairs)))
+    for i, pair in enumerate(pairs):
+        S[i] = [pair == other for other in pairs]
+    return S
 
 
 def big_m(contacts: ContactSet, h: float, settings: MiqpSettings, phibar: np.ndarray,

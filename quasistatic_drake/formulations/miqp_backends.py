@@ -4,8 +4,12 @@ MIQP solvers for eq. 23 (miqp.py): Gurobi through gurobipy's matrix API, and SCI
 Both take a :class:`MiqpData` and return a :class:`MiqpSolution` whose
 ``solve_time`` is the solver's own runtime (Gurobi's ``Runtime`` attribute,
 as seed 000's Table I; SCIP's solving time).  Gurobi builds a model per
-step with the matrix API; when the number of binaries is unchanged, the
-previous step's binaries are its MIP start.
+step with the matrix API (one sparse constraint matrix, 1-4 ms); when the
+number of binaries is unchanged, the previous step's binaries are its MIP
+start.  Reusing the model between steps would save little: every
+coefficient of eq. 23 changes with q (the Jacobians, phi, the bounds), so a
+reused model would have all its constraints replaced, which costs what a
+new one does.
 
 Least force (``MiqpSettings.least_force``, on by default).  The normal
 impulses of eq. 23 are not unique: two fingers squeezing an object may press
@@ -14,6 +18,10 @@ whichever vertex it finds, often at the big-M bound.  A second solve fixes
 the optimal motion x and minimises the total normal impulse (a MILP): the
 least-force solution, which is what seed 000's Fig. 5e shows.  The reported
 runtime is the sum of both solves.
+
+Time limit.  A solve that reaches ``miqp.time_limit`` keeps its best
+solution when Gurobi (or SCIP) proved it within INCUMBENT_GAP (1 %) of the
+optimum; otherwise the step reports "time limit" and the state is kept.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 import numpy as np
+from scipy import sparse
 
 from quasistatic_drake.formulations.miqp import MiqpData, MiqpSettings, MiqpSolution, tight_rows
 
@@ -30,6 +39,12 @@ from quasistatic_drake.formulations.miqp import MiqpData, MiqpSettings, MiqpSolu
 GUROBI_QUADRATIC_VARIABLE_LIMIT = 200
 GUROBI_CONSTRAINT_LIMIT = 2000
 LEAST_FORCE_X_SLACK = 1e-12    # the least-force stage holds x within this (relative) of stage 1
+# A solve stopped by miqp.time_limit keeps its best solution only if that is
+# proven within this relative gap of the optimum; otherwise the step fails
+# ("time limit") and the state is kept.  A far-from-optimal incumbent can
+# swing the arm about (measured: a step whose incumbent moved the arm enough
+# to widen the contact search to 88 contacts).
+INCUMBENT_GAP = 1e-2
 
 
 class MiqpTooLarge(RuntimeError):
@@ -67,11 +82,15 @@ class GurobiBackend:
         self.gp = gurobipy
         self.env = gurobipy.Env(empty=True)
         self.env.setParam("OutputFlag", 0)
+        # One thread: eq. 23 is small, and on a loaded 2-core machine the
+        # default (all cores) was slower (measured on saved slow steps: 0.9 s
+        # against 1.3 s, 4.0 s against 4.8 s).
+        self.env.setParam("Threads", 1)
         self.env.start()
         self._last_z: Optional[np.ndarray] = None
 
     def solve(self, data: MiqpData, settings: MiqpSettings) -> MiqpSolution:
-        """Solve eq. 23 (objective ||x_a - xbar_a||^2)."""
+        """Solve eq. 23 (objective ||x_a - xbar_a||^2 + eps ||x_u||^2)."""
         gp = self.gp
         model, y, z = self._model(data)
         model.Params.TimeLimit = settings.time_limit
@@ -92,7 +111,8 @@ class GurobiBackend:
                     "contact_detection_tolerance), or a full Gurobi licence.") from err
             raise
         runtime = model.Runtime
-        if model.SolCount == 0:
+        if model.SolCount == 0 or (model.Status == gp.GRB.TIME_LIMIT
+                                   and model.MIPGap > INCUMBENT_GAP):
             return _failure(data, _GUROBI_STATUS.get(model.Status, str(model.Status)), runtime)
         y_best, z_best = np.asarray(y.X), np.asarray(z.X)
         if settings.least_force and data.n_c:
@@ -115,32 +135,68 @@ class GurobiBackend:
         slack = LEAST_FORCE_X_SLACK * np.maximum(1.0, np.abs(x))
         y[:data.n_v].LB = np.maximum(x - slack, data.x_lower)
         y[:data.n_v].UB = np.minimum(x + slack, data.x_upper)
-        model.setObjective(y[data.n_v:data.n_v + data.n_c].sum(), gp.GRB.MINIMIZE)
+        c = np.zeros(data.n_y + data.n_binaries)
+        c[data.n_v:data.n_v + data.n_c] = 1.0
+        model.setMObjective(None, c, 0.0, sense=gp.GRB.MINIMIZE)
         model.optimize()
 
     def _model(self, data: MiqpData):
+        """
+        Build eq. 23 over v = [y; z] with one sparse constraint matrix and one objective.
+
+        Sparse blocks through ``addMConstr``: building the same model from
+        dense numpy expressions took about 10 ms per step, as long as a solve.
+        """
         gp = self.gp
         n_y, N = data.n_y, data.n_binaries
         model = gp.Model(env=self.env)
-        lower = np.concatenate([data.x_lower, np.zeros(n_y - data.n_v)])
-        upper = np.concatenate([data.x_upper, data.M_lambda])
+        lower = np.concatenate([data.x_lower, np.zeros(n_y - data.n_v), np.zeros(N)])
+        upper = np.concatenate([data.x_upper, data.M_lambda, np.ones(N)])
         lower[~np.isfinite(lower)] = -gp.GRB.INFINITY
         upper[~np.isfinite(upper)] = gp.GRB.INFINITY
-        y = model.addMVar(n_y, lb=lower, ub=upper, name="y")
-        z = model.addMVar(N, vtype=gp.GRB.BINARY, name="z")
-        if len(data.b_eq):
-            model.addConstr(data.A_eq @ y == data.b_eq, name="balance")        # 23a
-        model.addConstr(data.R @ y >= -data.b, name="w_nonneg")                  # 23b, c
-        model.addConstr(data.R @ y - np.diag(data.M_w) @ z <= -data.b, name="w_bigM")  # 23d
-        model.addConstr(y[data.n_v:] + np.diag(data.M_lambda) @ z <= data.M_lambda,
-                        name="lambda_bigM")                                       # 23d
-        model.addConstr(data.A_lb @ y >= data.b_lb, name="normal_lower_bound")    # 23f
-        x_a = y[data.idx_a.tolist()]
-        objective = (x_a - data.xbar_a) @ (x_a - data.xbar_a)
-        if data.impulse_weight:
-            objective = objective + data.impulse_weight * y[data.n_v:data.n_v + data.n_c].sum()
-        model.setObjective(objective, gp.GRB.MINIMIZE)
-        return model, y, z
+        vtype = np.array([gp.GRB.CONTINUOUS] * n_y + [gp.GRB.BINARY] * N)
+        v = model.addMVar(n_y + N, lb=lower, ub=upper, vtype=vtype, name="v")
+        A, sense, rhs = eq23_rows(data)
+        model.addMConstr(A, v, sense, rhs)
+        Q, c, constant = eq23_objective(data)
+        model.setMObjective(Q, c, constant, sense=gp.GRB.MINIMIZE)
+        return model, v[:n_y], v[n_y:]
+
+
+def eq23_rows(data: MiqpData) -> tuple:
+    """Return (A, sense, rhs), eq. 23a-d and 23f as sparse rows over v = [y; z]."""
+    n_v, n_y, N = data.n_v, data.n_y, data.n_binaries
+    n_eq, n_lb = len(data.b_eq), len(data.b_lb)
+    A = np.zeros((n_eq + 3 * N + n_lb, n_y + N))
+    A[:n_eq, :n_y] = data.A_eq                                   # 23a: force balance
+    rows = slice(n_eq, n_eq + N)
+    A[rows, :n_y] = data.R                                       # 23b, c: w >= 0
+    rows = slice(n_eq + N, n_eq + 2 * N)
+    A[rows, :n_y] = data.R                                       # 23d: w <= M_w z
+    A[rows, n_y:] = -np.diag(data.M_w)
+    rows = slice(n_eq + 2 * N, n_eq + 3 * N)
+    A[rows, n_v:n_y] = np.eye(N)                                 # 23d: lambda <= M (1 - z)
+    A[rows, n_y:] = np.diag(data.M_lambda)
+    A[n_eq + 3 * N:, :n_y] = data.A_lb                           # 23f
+    sense = np.array(["="] * n_eq + [">"] * N + ["<"] * (2 * N) + [">"] * n_lb)
+    rhs = np.concatenate([data.b_eq, -data.b, -data.b, data.M_lambda, data.b_lb])
+    return sparse.csr_matrix(A), sense, rhs
+
+
+def eq23_objective(data: MiqpData) -> tuple:
+    """
+    Return (Q, c, constant) with v'Qv + c'v + constant the objective over v = [y; z].
+
+    ||x_a - xbar_a||^2 + motion_weight ||x_u||^2 + impulse_weight sum(P_n).
+    """
+    n = data.n_y + data.n_binaries
+    q = np.zeros(n)
+    c = np.zeros(n)
+    q[data.idx_u] = data.motion_weight
+    q[data.idx_a] = 1.0
+    c[data.idx_a] = -2.0 * data.xbar_a
+    c[data.n_v:data.n_v + data.n_c] = data.impulse_weight
+    return sparse.diags(q), c, float(data.xbar_a @ data.xbar_a)
 
 
 _GUROBI_STATUS = {3: "infeasible", 4: "infeasible or unbounded", 5: "unbounded",
@@ -190,13 +246,16 @@ class ScipBackend:
         # scaled to make its terms O(1), else a 1e-3 tracking error would pass as 0.
         c = 1.0 / max(float(np.max(np.abs(data.xbar_a), initial=0.0)), 1e-6)
         t = model.addVar(lb=0.0)
-        model.addCons(scip.quicksum((c * (y[j] - xb)) * (c * (y[j] - xb))
-                                    for j, xb in zip(data.idx_a, data.xbar_a)) <= t)
+        tracking = scip.quicksum((c * (y[j] - xb)) * (c * (y[j] - xb))
+                                 for j, xb in zip(data.idx_a, data.xbar_a))
+        motion = scip.quicksum((c * y[j]) * (c * y[j]) for j in data.idx_u)
+        model.addCons(tracking + data.motion_weight * motion <= t)
         impulses = scip.quicksum(y[data.n_v + i] for i in range(data.n_c))
         model.setObjective(t + data.impulse_weight * impulses, "minimize")
         model.optimize()
         runtime = model.getSolvingTime()
-        if model.getNSols() == 0:
+        if model.getNSols() == 0 or (model.getStatus() == "timelimit"
+                                     and model.getGap() > INCUMBENT_GAP):
             return _failure(data, str(model.getStatus()), runtime)
         if settings.least_force and data.n_c:
             x = [model.getVal(v) for v in y[:data.n_v]]

@@ -1,0 +1,47 @@
+"""benchmarks/miqp_runtime.py (seed 000, Table I): its output and its argument errors."""
+
+import json
+from pathlib import Path
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO_ROOT
+
+SCRIPT = Path(REPO_ROOT) / 'benchmarks' / 'miqp_runtime.py'
+ROW_KEYS = {'object', 'binaries', 'avg_ms', 'worst_ms', 'std_ms', 'step_avg_ms', 'lifted'}
+
+
+def run_script(*args, timeout=600):
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO_ROOT)
+
+
+def test_short_run_prints_the_table_and_writes_json_and_png(tmp_path):
+    json_path, png_path = tmp_path / 'rt.json', tmp_path / 'rt.png'
+    done = run_script('--objects', 'cylinder', '--max-steps', '100',
+                      '--json', str(json_path), '--png', str(png_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert 'paper: binaries, avg, worst, std' in done.stdout
+    rows = json.loads(json_path.read_text())['rows']
+    assert [r['object'] for r in rows] == ['cylinder']
+    row = rows[0]
+    assert ROW_KEYS <= set(row)
+    assert row['steps'] == 100
+    assert 0 < row['avg_ms'] <= row['worst_ms']
+    assert row['binaries'] == 24, 'the cylinder on the table: 4 points, 6 binaries each'
+    assert row['lifted'] is False, 'stopped before the grasp'
+    assert png_path.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize('args, message', [
+    (['--objects', 'teapot'], "--objects: unknown ['teapot']"),
+    (['--time-step', '0'], '--time-step: must be positive'),
+    (['--points-per-pair', '0'], '--points-per-pair: must be at least 1'),
+    (['--max-steps', '-1'], '--max-steps: must be 0 (all) or positive'),
+])
+def test_bad_arguments_are_clear(args, message):
+    done = run_script(*args, timeout=120)
+    assert done.returncode == 2
+    assert message in done.stderr
