@@ -303,3 +303,77 @@ def test_an_infeasible_miqp_is_reported_and_the_state_is_kept(tmp_path, backend)
     assert 'infeasible' in result.status
     np.testing.assert_array_equal(result.q_next, q)
     assert result.contact_set.n_c == 0 or np.all(result.forces_W == 0.0)
+
+
+FINGER_PUSH = f'{REPO_ROOT}/config/finger_push.yaml'
+
+
+def finger_push(formulation, command, steps):
+    """Run the finger-push scene; return (sim, q, last result)."""
+    sim = QuasistaticSimulator(replace(Scenario.from_yaml(FINGER_PUSH),
+                                       formulation=formulation))
+    q = sim.default_positions()
+    for _ in range(steps):
+        result = sim.step(q, {'finger': command})
+        assert result.success, result.status
+        q = result.q_next
+    return sim, q, result
+
+
+def net_contact_force_on(result, body):
+    """Return the sum of the contact forces on ``body`` [N]."""
+    total = np.zeros(3)
+    for contact in result.contacts:
+        if contact.body_b == body:
+            total += contact.force_W
+        elif contact.body_a == body:
+            total -= contact.force_W
+    return total
+
+
+def test_miqp_keeps_a_resting_box_at_rest():
+    sim, q, result = finger_push('miqp', [0.0, 0.0, 0.0], 5)
+    np.testing.assert_array_equal(q, sim.default_positions())
+    weight = np.array([0.0, 0.0, 9.81])                    # the 1 kg box
+    np.testing.assert_allclose(net_contact_force_on(result, 'box::box_link'), weight,
+                               atol=1e-6)
+
+
+def test_miqp_and_qp_agree_on_free_motion():
+    """The finger rises away from the box: both follow the command exactly."""
+    command = [0.0, 0.05, 0.1]
+    _, q_qp, _ = finger_push('qp', command, 4)
+    sim, q_miqp, _ = finger_push('miqp', command, 4)
+    # Gurobi's continuous solutions are exact to about 1e-8 m (its tolerances are
+    # absolute); DAQP's, the QP's, to 1e-15.
+    np.testing.assert_allclose(q_miqp, q_qp, atol=1e-7)
+    np.testing.assert_allclose(sim.robot_positions(q_miqp, 'finger'),
+                               np.array([-0.08, 0.0, 0.05]) + 0.4 * np.array(command), atol=1e-7)
+
+
+def test_miqp_pushes_the_box_like_the_qp_and_balances_its_forces():
+    """A firm push through the box's centre: it slides straight ahead of the finger."""
+    command = [0.1, 0.0, 0.0]
+    sim_qp, q_qp, result_qp = finger_push('qp', command, 6)
+    sim, q, result = finger_push('miqp', command, 6)
+    box = sim.object_pose(q, 'box')
+    finger_x = sim.robot_positions(q, 'finger')[0]
+    # The MIQP's finger follows its command (-0.08 + 0.06) but for the tie-break's
+    # pull, at most eps = 1e-6 of the box's travel; the box's face (0.05 from its
+    # centre) stays on the finger's surface (radius 0.02).
+    assert finger_x == pytest.approx(-0.02, abs=1e-6 * 0.05 + 1e-7)
+    np.testing.assert_allclose(box.translation(), [finger_x + 0.02 + 0.05, 0.0, 0.05],
+                               atol=1e-6)
+    assert tilt_deg_of(box) < 1e-3
+    # The QP's finger is a spring (K = 1000 N/m): it lags by its push force over K.
+    push = sum(c.force_W[0] for c in result_qp.contacts if c.body_a.startswith('finger::'))
+    x_qp = sim_qp.object_pose(q_qp, 'box').translation()[0]
+    assert box.translation()[0] - x_qp == pytest.approx(push / 1000.0, abs=1e-3)
+    # Quasistatic force balance on the box (23a): contact forces carry its weight.
+    np.testing.assert_allclose(net_contact_force_on(result, 'box::box_link'),
+                               [0.0, 0.0, 9.81], atol=1e-6)
+
+
+def tilt_deg_of(X):
+    """Return the angle between a pose's z axis and the world's, in degrees."""
+    return float(np.degrees(np.arccos(np.clip(X.rotation().matrix()[2, 2], -1.0, 1.0))))

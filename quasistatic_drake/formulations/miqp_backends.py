@@ -19,6 +19,14 @@ the optimal motion x and minimises the total normal impulse (a MILP): the
 least-force solution, which is what seed 000's Fig. 5e shows.  The reported
 runtime is the sum of both solves.
 
+Scaling.  Displacements per step are ~1e-3 m, so eq. 23's objective is
+~1e-6, and Gurobi's absolute tolerances hid the tie-break of miqp.py: a box
+pushed through its centre drifted 1 cm sideways in six steps, at an
+objective 45 times the straight push's.  The objective is scaled so that the
+commanded displacement's square is 1 (``objective_scale``), the absolute gap
+is 0 and the optimality tolerance 1e-9; continuous solutions are then exact
+to about 1e-8 m.
+
 Time limit.  A solve that reaches ``miqp.time_limit`` keeps its best
 solution when Gurobi (or SCIP) proved it within INCUMBENT_GAP (1 %) of the
 optimum; otherwise the step reports "time limit" and the state is kept.
@@ -45,6 +53,7 @@ LEAST_FORCE_X_SLACK = 1e-12    # the least-force stage holds x within this (rela
 # swing the arm about (measured: a step whose incumbent moved the arm enough
 # to widen the contact search to 88 contacts).
 INCUMBENT_GAP = 1e-2
+MIN_DISPLACEMENT = 1e-4        # [m] the objective scale's floor (objective_scale)
 
 
 class MiqpTooLarge(RuntimeError):
@@ -95,6 +104,8 @@ class GurobiBackend:
         model, y, z = self._model(data)
         model.Params.TimeLimit = settings.time_limit
         model.Params.MIPGap = settings.mip_gap
+        model.Params.MIPGapAbs = 0.0     # objectives are ~1e-6 (m^2): the default 1e-10 is coarse
+        model.Params.OptimalityTol = 1e-9
         if self._last_z is not None and len(self._last_z) == data.n_binaries:
             z.Start = self._last_z
         try:
@@ -196,7 +207,19 @@ def eq23_objective(data: MiqpData) -> tuple:
     q[data.idx_a] = 1.0
     c[data.idx_a] = -2.0 * data.xbar_a
     c[data.n_v:data.n_v + data.n_c] = data.impulse_weight
-    return sparse.diags(q), c, float(data.xbar_a @ data.xbar_a)
+    s = objective_scale(data)
+    return sparse.diags(s * q), s * c, s * float(data.xbar_a @ data.xbar_a)
+
+
+def objective_scale(data: MiqpData) -> float:
+    """
+    Return the factor that makes the commanded displacement's square O(1) for Gurobi.
+
+    Displacements per step are ~1e-3 m, so the objective is ~1e-6 and
+    Gurobi's absolute tolerances (1e-6 for optimality, 1e-10 for the gap)
+    could not tell a held object at rest from one drifting by millimetres.
+    """
+    return 1.0 / max(float(np.max(np.abs(data.xbar_a), initial=0.0)), MIN_DISPLACEMENT) ** 2
 
 
 _GUROBI_STATUS = {3: "infeasible", 4: "infeasible or unbounded", 5: "unbounded",
