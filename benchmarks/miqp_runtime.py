@@ -33,6 +33,7 @@ took its best incumbent.
     .venv/bin/python benchmarks/miqp_runtime.py [--objects cylinder rounded_box]
         [--time-step 0.005] [--duration 12] [--json out/miqp_runtime.json]
         [--png out/miqp_runtime.png] [--backend gurobi|scip] [--delayed] [--max-steps N]
+        [--points-per-pair K] [--no-least-force]
 
 --json writes {"rows": [{"object", "binaries", "avg_ms", "worst_ms", "std_ms",
 "step_avg_ms", "lifted", ...}], "settings": {...}, "machine": {...}}.
@@ -75,6 +76,7 @@ class BenchSettings:
     delayed: bool = False
     time_limit: float = 2.0
     max_steps: int = 0                   # > 0: stop after this many steps (smoke tests)
+    least_force: bool = True             # the second, least-force solve (miqp.least_force)
 
 
 def bench_scenario(path: Path, settings: BenchSettings) -> Scenario:
@@ -82,7 +84,7 @@ def bench_scenario(path: Path, settings: BenchSettings) -> Scenario:
     scenario = Scenario.from_yaml(path)
     miqp = replace(scenario.miqp, max_points_per_pair=settings.points_per_pair,
                    backend=settings.backend, delayed_lower_bound=settings.delayed,
-                   time_limit=settings.time_limit)
+                   time_limit=settings.time_limit, least_force=settings.least_force)
     return replace(scenario, formulation='miqp', time_step=settings.time_step,
                    contact_detection_tolerance=settings.tolerance, miqp=miqp)
 
@@ -183,6 +185,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='the one-step-delayed lower bound of Sec. V-B')
     parser.add_argument('--time-limit', type=float, default=BenchSettings.time_limit,
                         help='miqp.time_limit per MIQP [s]')
+    parser.add_argument('--no-least-force', action='store_true',
+                        help='skip the least-force second solve (seed 000 solves one MIQP)')
     parser.add_argument('--max-steps', type=int, default=0,
                         help='stop each run after this many steps (0: the whole task)')
     parser.add_argument('--json', type=Path, default=Path('out/miqp_runtime.json'))
@@ -208,7 +212,8 @@ def main(argv=None) -> int:
     settings = BenchSettings(time_step=args.time_step, duration=args.duration,
                              tolerance=args.tolerance, points_per_pair=args.points_per_pair,
                              backend=args.backend, delayed=args.delayed,
-                             time_limit=args.time_limit, max_steps=args.max_steps)
+                             time_limit=args.time_limit, max_steps=args.max_steps,
+                             least_force=not args.no_least_force)
     rows = []
     for name in args.objects:
         print(f'{name}: {int(round(settings.duration / settings.time_step))} steps '
