@@ -51,7 +51,7 @@ class PickPlaceTask:
     palm_clearance: float = 0.025        # palm above the object's top: outside the 2 cm tolerance
     open_gripper: float = 0.05           # finger position when open
     squeeze: float = 0.01                # finger reference past the object's surface
-    hold_force: float = 10.0             # MIQP: per-contact normal force while held [N]
+    hold_force: float = 10.0             # MIQP: normal force per finger while held [N]
     durations: dict = field(default_factory=lambda: {
         "pre-grasp": 3.0, "descend": 2.0, "close": 1.5, "lift": 2.0, "carry": 3.0,
         "place": 2.0, "open": 1.0, "retreat": 2.0})
@@ -218,7 +218,8 @@ def hold_squeeze(plan: JointVelocityPlan, finger_idx: np.ndarray,
     Under the MIQP the robot follows its command and is no spring: the grasp
     force comes only from the normal-force lower bound K * phibar of eq. 23f,
     so the command must keep squeezing while the object is held, as eq. 29
-    does in seed 000's example.  speed = F / (K h) gives about F per contact.
+    does in seed 000's example.  speed = F / (K h) gives about F per finger (eq. 23f
+    bounds the sum over the points of a body pair).
     """
     velocities = plan.velocities.copy()
     held = range(plan.step_range("close").start, plan.step_range("open").start)
