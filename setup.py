@@ -58,6 +58,7 @@ setup(
     entry_points={
         'console_scripts': [
             'quasistatic-drake = quasistatic_drake.cli:main',
+            'quasistatic-drake-node = quasistatic_drake.ros.node:main',
         ],
     },
 )

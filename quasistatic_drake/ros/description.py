@@ -1,0 +1,172 @@
+"""
+A ``robot_description`` that robot_state_publisher (urdfdom) and RViz accept.
+
+Drake reads URDF extensions that urdfdom refuses: ``<drake:capsule>`` in a
+``<geometry>`` makes urdfdom fail ("Unknown geometry type").  :func:`ros_urdf`
+rewrites a Drake URDF into plain URDF:
+
+* a capsule (``drake:capsule`` or ``capsule``) becomes a cylinder of the same
+  radius and length plus two spheres at its ends, as three visual (or
+  collision) elements with the same origin, material and name prefix;
+* a ``drake:ellipsoid`` becomes a sphere of its largest semi-axis;
+* every other element or attribute in Drake's namespace is removed
+  (``drake:proximity_properties``, ``drake:collision_filter_group``, ...).
+
+Links, joints, limits and names are kept, so TF frames and /joint_states
+names match the simulator's.  :func:`robot_descriptions` does this for the
+robots of a scenario file, and :func:`robot_state_publisher_parameters` the
+parameters the launch files give robot_state_publisher.  No rclpy.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import yaml
+
+NODE_NAME = "quasistatic_sim"
+DRAKE_NS = "http://drake.mit.edu"
+_DRAKE = "{" + DRAKE_NS + "}"
+_URDF_SHAPES = ("box", "cylinder", "sphere", "mesh")
+
+
+class DescriptionError(ValueError):
+    """A model that cannot become a robot_description; the message says how to fix it."""
+
+
+def ros_urdf(urdf_text: str, source: str = "<urdf>") -> str:
+    """Return ``urdf_text`` rewritten as plain URDF (module docstring)."""
+    root = _parse(urdf_text, source)
+    if root.tag != "robot":
+        raise DescriptionError(f"{source}: the root element is <{root.tag}>, not <robot>. "
+                               "Fix: robot_state_publisher needs a URDF file.")
+    for link in root.iter("link"):
+        for kind in ("visual", "collision"):
+            for element in list(link.findall(kind)):
+                _convert_shape(link, element, source)
+    _strip_drake(root)
+    return ET.tostring(root, encoding="unicode")
+
+
+def root_link(urdf_text: str) -> str:
+    """Return the URDF's root link: the one link that is no joint's child."""
+    root = _parse(urdf_text, "<urdf>")
+    children = {j.find("child").get("link") for j in root.iter("joint")
+                if j.find("child") is not None}
+    roots = [link.get("name") for link in root.iter("link") if link.get("name") not in children]
+    return roots[0] if len(roots) == 1 else ""
+
+
+def robot_descriptions(scenario_file: str | Path) -> dict[str, str]:
+    """Return {robot name: plain URDF} for every robot of a scenario YAML file."""
+    from quasistatic_drake.scenario import Scenario   # validates; ScenarioError if bad
+    scenario = Scenario.from_yaml(scenario_file)
+    out = {}
+    for robot in scenario.robots:
+        if not robot.file.endswith(".urdf"):
+            raise DescriptionError(f"{robot.where}: '{robot.file}' is not a URDF file; "
+                                   "robot_state_publisher needs URDF. Fix: keep "
+                                   "publish_robot_tf true (the node publishes the robot's TF).")
+        out[robot.name] = ros_urdf(Path(robot.file).read_text(), robot.where)
+    return out
+
+
+def robot_state_publisher_parameters(scenario_file: str | Path,
+                                     sim_params_file: str | Path) -> dict[str, dict]:
+    """
+    Return {robot: robot_state_publisher parameters} for a scenario's robots.
+
+    ``robot_description`` is :func:`ros_urdf` of the robot's URDF;
+    ``frame_prefix`` is the node's, read from the params file
+    (``quasistatic_sim: ros__parameters: frame_prefix``); ``use_sim_time`` is true.
+    """
+    data = yaml.safe_load(Path(sim_params_file).read_text()) or {}
+    node = (data.get(NODE_NAME) or {}).get("ros__parameters") or {}
+    prefix = str(node.get("frame_prefix", ""))
+    return {robot: {"robot_description": xml, "frame_prefix": prefix, "use_sim_time": True}
+            for robot, xml in robot_descriptions(scenario_file).items()}
+
+
+def _parse(text: str, source: str) -> ET.Element:
+    if "drake:" in text and "xmlns:drake" not in text:
+        text = re.sub(r"<robot\b", f'<robot xmlns:drake="{DRAKE_NS}"', text, count=1)
+    try:
+        return ET.fromstring(text)
+    except ET.ParseError as err:
+        raise DescriptionError(f"{source}: not well-formed XML: {err}") from err
+
+
+def _convert_shape(link: ET.Element, element: ET.Element, source: str) -> None:
+    """Replace a Drake-only shape of a visual or collision element by URDF shapes."""
+    geometry = element.find("geometry")
+    shapes = list(geometry) if geometry is not None else []
+    if len(shapes) != 1 or shapes[0].tag in _URDF_SHAPES:
+        return
+    shape = shapes[0]
+    name = shape.tag.replace(_DRAKE, "")
+    if name == "capsule":
+        radius, length = _float(shape, "radius", source), _float(shape, "length", source)
+        _set_shape(geometry, shape, "cylinder", radius=radius, length=length)
+        for side, sign in (("top", 1.0), ("bottom", -1.0)):
+            cap = copy.deepcopy(element)
+            _set_shape(cap.find("geometry"), cap.find("geometry")[0], "sphere", radius=radius)
+            _shift_origin(cap, sign * 0.5 * length)
+            if cap.get("name"):
+                cap.set("name", f"{cap.get('name')}_{side}")
+            link.insert(list(link).index(element) + 1, cap)
+    elif name == "ellipsoid":
+        radius = max(_float(shape, axis, source) for axis in ("a", "b", "c"))
+        _set_shape(geometry, shape, "sphere", radius=radius)
+    else:
+        link.remove(element)
+
+
+def _set_shape(geometry: ET.Element, old: ET.Element, tag: str, **sizes: float) -> None:
+    geometry.remove(old)
+    ET.SubElement(geometry, tag, {k: repr(v) for k, v in sizes.items()})
+
+
+def _shift_origin(element: ET.Element, dz: float) -> None:
+    """Move the element's origin by dz along its own z axis."""
+    origin = element.find("origin")
+    if origin is None:
+        origin = ET.SubElement(element, "origin")
+    xyz = np.array([float(x) for x in origin.get("xyz", "0 0 0").split()])
+    rpy = [float(x) for x in origin.get("rpy", "0 0 0").split()]
+    xyz = xyz + _rotation(*rpy) @ np.array([0.0, 0.0, dz])
+    origin.set("xyz", " ".join(repr(float(x)) for x in xyz))
+
+
+def _rotation(roll: float, pitch: float, yaw: float) -> np.ndarray:
+    """Return the rotation of URDF's fixed-axis rpy: R = Rz(yaw) Ry(pitch) Rx(roll)."""
+    cr, sr, cp, sp = math.cos(roll), math.sin(roll), math.cos(pitch), math.sin(pitch)
+    cy, sy = math.cos(yaw), math.sin(yaw)
+    return (np.array([[cy, -sy, 0], [sy, cy, 0], [0, 0, 1]])
+            @ np.array([[cp, 0, sp], [0, 1, 0], [-sp, 0, cp]])
+            @ np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]]))
+
+
+def _float(shape: ET.Element, key: str, source: str) -> float:
+    value: Optional[str] = shape.get(key)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise DescriptionError(f"{source}: <{shape.tag.replace(_DRAKE, 'drake:')}> needs a "
+                               f"numeric '{key}', got {value!r}.") from None
+
+
+def _strip_drake(element: ET.Element) -> None:
+    """Remove every element and attribute in Drake's namespace, recursively."""
+    for child in list(element):
+        if child.tag.startswith(_DRAKE):
+            element.remove(child)
+        else:
+            _strip_drake(child)
+    for key in [k for k in element.attrib if k.startswith(_DRAKE)]:
+        del element.attrib[key]

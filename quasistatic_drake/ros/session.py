@@ -1,0 +1,129 @@
+"""
+The node's simulation: a Diagram of QuasistaticPlant (and Meshcat) in a Simulator.
+
+:class:`SimSession` owns the Diagram and the pydrake ``Simulator`` and
+advances them one step h at a time: it fixes every robot's velocity command
+port to the given command, then ``AdvanceTo((k + 1) h)``
+(QuasistaticPlant's timing: the update at t_k = k h reads the command and
+yields q_{k+1}).  A failed solve leaves q as it was (the plant's rule); an
+exception in the step restores the time and state of before the step and is
+re-raised.  :meth:`SimSession.reset` starts over at t = 0 from the
+scenario's initial configuration.  No rclpy here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+from pydrake.geometry import Meshcat, MeshcatParams, MeshcatVisualizer, MeshcatVisualizerParams
+from pydrake.math import RigidTransform
+from pydrake.systems.analysis import Simulator
+from pydrake.systems.framework import DiagramBuilder
+
+from quasistatic_drake.quasistatic_plant import QuasistaticPlant, StepOutcome
+from quasistatic_drake.ros.frames import joint_layout, JointLayout
+from quasistatic_drake.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class JointSample:
+    """The robots' joint positions and velocities at sim time ``time``."""
+
+    time: float
+    positions: np.ndarray
+    velocities: np.ndarray
+
+
+class SimSession:
+    """A QuasistaticPlant Diagram and its Simulator, stepped on demand."""
+
+    def __init__(self, scenario: Scenario, meshcat: Optional[Meshcat] = None):
+        """Build the Diagram; with ``meshcat``, add a MeshcatVisualizer."""
+        builder = DiagramBuilder()
+        self.plant = builder.AddSystem(QuasistaticPlant(scenario))
+        self.plant.set_name("quasistatic_plant")
+        self.meshcat = meshcat
+        if meshcat is not None:
+            MeshcatVisualizer.AddToBuilder(
+                builder, self.plant.get_query_object_output_port(), meshcat,
+                MeshcatVisualizerParams(publish_period=scenario.time_step))
+        self.diagram = builder.Build()
+        self.simulator = Simulator(self.diagram)
+        self.context = self.simulator.get_mutable_context()
+        self.plant_context = self.plant.GetMyMutableContextFromRoot(self.context)
+        self.time_step = scenario.time_step
+        self.joints: JointLayout = joint_layout(self.plant.engine.model)
+        self._q0 = self.plant.engine.default_positions()
+        self.steps = 0
+        self.reset()
+
+    @property
+    def model(self):
+        """Return the scenario's QuasistaticModel (plant, robots, objects)."""
+        return self.plant.engine.model
+
+    @property
+    def time(self) -> float:
+        """Return the simulated time [s]."""
+        return self.context.get_time()
+
+    def step(self, command: np.ndarray) -> StepOutcome:
+        """Advance one step h under ``command`` (one velocity per joint); return its outcome."""
+        for robot, rows in self.joints.robot_slices.items():
+            self.plant.get_velocity_command_input_port(robot).FixValue(
+                self.plant_context, np.asarray(command[rows], dtype=float))
+        backup = (self.time, self.plant.get_positions(self.plant_context),
+                  self.plant.get_reference(self.plant_context))
+        try:
+            self.simulator.AdvanceTo((self.steps + 1) * self.time_step)
+        except Exception:
+            self._restore(*backup)
+            raise
+        self.steps += 1
+        return self.outcome()
+
+    def reset(self) -> None:
+        """Start over: t = 0, the scenario's initial q, no spring preload."""
+        self.steps = 0
+        self.context.SetTime(0.0)
+        self.plant.engine.reset()
+        self.plant.set_positions(self.plant_context, self._q0)
+        self._zero_commands()
+        self.simulator.Initialize()
+
+    def outcome(self) -> StepOutcome:
+        """Return what the last step reported (status "initial" before any)."""
+        return self.plant.get_step_status_output_port().Eval(self.plant_context)
+
+    def joint_sample(self) -> JointSample:
+        """Return the robots' joint positions and the last step's joint velocities."""
+        q = self.plant.get_positions(self.plant_context)
+        result = self.outcome().result
+        v = (result.v[self.joints.v_idx] if result is not None and result.v is not None
+             else np.zeros(self.joints.size))
+        return JointSample(self.time, q[self.joints.q_idx], np.asarray(v, dtype=float))
+
+    def body_poses(self) -> list[RigidTransform]:
+        """Return every body's pose in the world, by BodyIndex."""
+        return self.plant.get_body_poses_output_port().Eval(self.plant_context)
+
+    def _zero_commands(self) -> None:
+        for robot, rows in self.joints.robot_slices.items():
+            self.plant.get_velocity_command_input_port(robot).FixValue(
+                self.plant_context, np.zeros(rows.stop - rows.start))
+
+    def _restore(self, time: float, q: np.ndarray, q_ref: np.ndarray) -> None:
+        """Put back the time and state of before a step that raised."""
+        self.context.SetTime(time)
+        self.plant.set_positions(self.plant_context, q)
+        self.plant_context.SetDiscreteState(1, q_ref)
+
+
+def make_meshcat(port: int) -> Meshcat:
+    """Return a Meshcat server on ``port`` (0: the first free port from 7000)."""
+    params = MeshcatParams()
+    if port:
+        params.port = port
+    return Meshcat(params)

@@ -1,0 +1,207 @@
+"""The quasistatic_sim node in-process, over real rclpy and FastDDS, on the arm scene."""
+
+import math
+import time
+
+import numpy as np
+import pytest
+from rclpy.parameter import Parameter
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+
+from quasistatic_drake import QuasistaticSimulator, Scenario
+from quasistatic_drake.ros.node import QuasistaticSimNode, SetupError
+from test_ros_helpers import (ARM_SCENARIO, RosHarness, tf_children, transform_of, wait_for)
+
+ARM_JOINTS = ['iiwa_joint_1', 'iiwa_joint_2', 'iiwa_joint_3', 'iiwa_joint_4', 'iiwa_joint_5',
+              'iiwa_joint_6', 'iiwa_joint_7', 'wsg_left_finger_joint', 'wsg_right_finger_joint']
+H = 0.1
+
+
+@pytest.fixture(scope='module')
+def ros():
+    """Run the node on the arm scene, as fast as it can, and a probe."""
+    harness = RosHarness({'scenario': ARM_SCENARIO, 'meshcat': False, 'real_time_rate': 0.0,
+                          'publish_rate': 100.0, 'command_timeout': 5.0})
+    yield harness
+    harness.close()
+
+
+@pytest.fixture
+def paused(ros):
+    """Pause and reset before a test; resume after it."""
+    assert ros.probe.pause(True).success
+    ros.probe.clear()
+    assert ros.probe.reset().success
+    yield ros.probe
+    ros.probe.pause(False)
+
+
+def test_joint_states_tf_and_clock(ros):
+    probe = ros.probe
+    probe.clear()
+    wait_for(lambda: len(probe.clock) > 20 and len(probe.joint_states) > 5, what='messages')
+    msg = probe.last(probe.joint_states)
+    assert list(msg.name) == ARM_JOINTS
+    assert len(msg.position) == len(msg.velocity) == len(ARM_JOINTS)
+    stamps = [c.clock.sec + 1e-9 * c.clock.nanosec for c in list(probe.clock)]
+    assert all(b >= a for a, b in zip(stamps, stamps[1:])) and stamps[-1] > stamps[0]
+    # world -> cylinder (its URDF link) on /tf: at rest on the table, upright
+    cylinder = wait_for(lambda: transform_of(list(probe.tf), 'cylinder_link'), what='/tf')
+    assert cylinder.header.frame_id == 'world'
+    p = cylinder.transform.translation
+    assert np.allclose([p.x, p.y, p.z], [0.55, 0.0, 0.07], atol=2e-3)
+    # welded environment and the arm's base on /tf_static; robot links on /tf
+    static = tf_children(wait_for(lambda: list(probe.tf_static), what='/tf_static'))
+    assert set(static) == {'arm_table_top', 'iiwa_link_0'}
+    moving = tf_children(list(probe.tf))
+    assert {'iiwa_link_7', 'gripper_tcp', 'wsg_left_finger', 'cylinder_link'} <= set(moving)
+
+
+def test_no_tf_edge_twice(ros):
+    """Every child frame has one parent, world, and is either static or moving, not both."""
+    probe = ros.probe
+    wait_for(lambda: len(probe.tf) > 3, what='/tf')
+    static, moving = tf_children(list(probe.tf_static)), tf_children(list(probe.tf))
+    assert not set(static) & set(moving)
+    assert all(parents == {'world'} for parents in (*static.values(), *moving.values()))
+    for msg in list(probe.tf):
+        children = [t.child_frame_id for t in msg.transforms]
+        assert len(children) == len(set(children))
+
+
+def test_tf_matches_drake_kinematics(ros, paused):
+    sim = QuasistaticSimulator(Scenario.from_yaml(ARM_SCENARIO))
+    plant, context = sim.model.plant, sim.model.plant_context
+    sim.model.set_positions(sim.default_positions())
+    X = plant.EvalBodyPoseInWorld(context, plant.GetBodyByName('gripper_tcp'))
+    t = wait_for(lambda: transform_of(list(paused.tf), 'gripper_tcp'), what='/tf')
+    p, r = t.transform.translation, t.transform.rotation
+    assert np.allclose([p.x, p.y, p.z], X.translation(), atol=1e-9)
+    q = X.rotation().ToQuaternion()
+    assert abs(abs(np.dot([r.w, r.x, r.y, r.z], q.wxyz())) - 1.0) < 1e-9
+
+
+def test_velocity_commands_move_the_joints(ros, paused):
+    v = np.zeros(len(ARM_JOINTS))
+    v[0], v[7] = 0.5, -0.02
+    start = paused.positions()
+    paused.send_velocities(v)
+    for k in range(4):
+        assert paused.step().success
+    end = paused.fresh_positions(4 * H)
+    # in free space the arm follows the command: 4 steps of h v
+    assert end['iiwa_joint_1'] - start['iiwa_joint_1'] == pytest.approx(4 * H * 0.5, abs=1e-6)
+    assert end['wsg_left_finger_joint'] - start['wsg_left_finger_joint'] == pytest.approx(
+        -4 * H * 0.02, abs=1e-6)
+    assert end['iiwa_joint_2'] == pytest.approx(start['iiwa_joint_2'], abs=1e-6)
+    msg = paused.last(paused.joint_states)
+    assert msg.velocity[0] == pytest.approx(0.5, abs=1e-6)
+
+
+def test_joint_commands_by_name(ros, paused):
+    start = paused.positions()
+    paused.send_joint_command(['iiwa_joint_3'], [-0.3])
+    assert paused.step().success and paused.step().success
+    end = paused.fresh_positions(2 * H)
+    assert end['iiwa_joint_3'] - start['iiwa_joint_3'] == pytest.approx(-2 * H * 0.3, abs=1e-6)
+    assert end['iiwa_joint_1'] == pytest.approx(start['iiwa_joint_1'], abs=1e-6)
+
+
+def test_bad_messages_are_refused_and_the_last_good_command_kept(ros, paused):
+    v = np.zeros(len(ARM_JOINTS))
+    v[3] = 0.2
+    paused.send_velocities(v)
+    nan = v.copy()
+    nan[3] = math.nan
+    paused.send_bad(paused.velocity_pub, Float64MultiArray(data=nan.tolist()))
+    paused.send_bad(paused.velocity_pub, Float64MultiArray(data=[0.1, 0.2]))
+    paused.send_bad(paused.velocity_pub, Float64MultiArray(data=[math.inf] * len(ARM_JOINTS)))
+    paused.send_bad(paused.joint_cmd_pub, JointState(name=['no_such_joint'], velocity=[1.0]))
+    paused.send_bad(paused.joint_cmd_pub, JointState(name=['iiwa_joint_1'], velocity=[]))
+    paused.send_bad(paused.joint_cmd_pub,
+                    JointState(name=['iiwa_joint_1', 'iiwa_joint_2'], velocity=[0.1, math.nan]))
+    start = paused.positions()
+    assert paused.step().success
+    end = paused.fresh_positions(H)
+    assert end['iiwa_joint_4'] - start['iiwa_joint_4'] == pytest.approx(H * 0.2, abs=1e-6)
+    assert end['iiwa_joint_1'] == pytest.approx(start['iiwa_joint_1'], abs=1e-9)
+    assert ros.node.commands.rejected >= 6
+
+
+def test_stale_commands_become_zero(ros, paused):
+    ros.node.set_parameters([Parameter('command_timeout', value=0.2)])
+    try:
+        paused.send_joint_command(['iiwa_joint_5'], [0.4])
+        wait_for(lambda: ros.node.commands.stale(time.monotonic(), 0.2),
+                 what='the command to go stale')
+        start = paused.positions()
+        assert paused.step().success
+        end = paused.fresh_positions(H)
+        assert end['iiwa_joint_5'] == pytest.approx(start['iiwa_joint_5'], abs=1e-9)
+    finally:
+        ros.node.set_parameters([Parameter('command_timeout', value=5.0)])
+
+
+def test_pause_step_and_reset(ros, paused):
+    status = wait_for(lambda: paused.latest_status().get('paused') and paused.latest_status(),
+                      what='a paused status')
+    assert status['time'] == 0.0 and status['steps'] == 0
+    paused.send_joint_command(['iiwa_joint_1'], [0.5])
+    reply = paused.step()
+    assert reply.success and '"steps": 1' in reply.message
+    moved = paused.fresh_positions(H)
+    assert moved['iiwa_joint_1'] > 0.04
+    # paused: time stands still
+    wait_for(lambda: paused.latest_status().get('time') == pytest.approx(H), what='t = h')
+    # reset: t = 0, initial configuration, commands forgotten
+    assert paused.reset().success
+    wait_for(lambda: paused.latest_status().get('time') == 0.0, what='t = 0 after reset')
+    assert paused.positions()['iiwa_joint_1'] == pytest.approx(0.0, abs=1e-12)
+    assert paused.step().success
+    assert paused.fresh_positions(H)['iiwa_joint_1'] == pytest.approx(0.0, abs=1e-12)
+    # ~/step refuses while running
+    paused.pause(False)
+    reply = paused.step()
+    assert not reply.success and '~/pause' in reply.message
+
+
+def test_dynamic_parameters_are_checked(ros):
+    result = ros.node.set_parameters([Parameter('real_time_rate', value=-2.0)])[0]
+    assert not result.successful and 'real_time_rate' in result.reason
+    result = ros.node.set_parameters([Parameter('scenario', value='other.yaml')])[0]
+    assert not result.successful
+    assert ros.node.params.real_time_rate == 0.0
+
+
+def test_bad_scenario_parameter_is_a_clear_error(tmp_path):
+    harness = RosHarness()
+    try:
+        with pytest.raises(SetupError, match=r"parameter 'scenario'.*does not exist.*Fix"):
+            QuasistaticSimNode(context=harness.context, parameter_overrides=[
+                Parameter('scenario', value=str(tmp_path / 'missing.yaml')),
+                Parameter('meshcat', value=False)])
+        bad = tmp_path / 'bad.yaml'
+        bad.write_text('time_step: -1\nrobots: []\n')
+        with pytest.raises(SetupError, match=r"parameter 'scenario'.*time_step"):
+            QuasistaticSimNode(context=harness.context, parameter_overrides=[
+                Parameter('scenario', value=str(bad)), Parameter('meshcat', value=False)])
+        with pytest.raises(SetupError, match=r"parameter 'publish_rate'.*Fix"):
+            QuasistaticSimNode(context=harness.context, parameter_overrides=[
+                Parameter('publish_rate', value=0.0), Parameter('meshcat', value=False)])
+    finally:
+        harness.close()
+
+
+def test_meshcat_is_served_when_asked(tmp_path):
+    harness = RosHarness()
+    try:
+        node = QuasistaticSimNode(context=harness.context, parameter_overrides=[
+            Parameter('scenario', value='package://quasistatic_drake/config/two_pads_lift.yaml'),
+            Parameter('meshcat', value=True)])
+        assert node.session.meshcat.web_url().startswith('http://')
+        names = [s.get_name() for s in node.session.diagram.GetSystems()]
+        assert any('meshcat_visualizer' in n for n in names), names
+        node.destroy_node()
+    finally:
+        harness.close()
