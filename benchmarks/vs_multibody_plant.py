@@ -428,14 +428,8 @@ def plot_error_vs_h(rows: Sequence[Row], path: Path) -> None:
                            label=f'{simulator}: failed or incomplete (drawn at 1)')
                 ax.set_xscale('log')
                 ax.set_yscale('log')
-        ax.set_xlabel('time step h [s]')
-        ax.set_ylabel('integral pose error [(m + rad) s]')
-        ax.set_title(f'{scene}: error vs time step')
-        ax.grid(True, which='both', alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+        _label_error_axes(ax, 'time step h [s]', f'{scene}: error vs time step')
+    _save(fig, path)
 
 
 def plot_pareto(rows: Sequence[Row], path: Path) -> None:
@@ -454,11 +448,21 @@ def plot_pareto(rows: Sequence[Row], path: Path) -> None:
                 ax.annotate(f'{h:g}', (x, y), fontsize=6, xytext=(3, 3),
                             textcoords='offset points')
         ax.axvline(1.0, color='grey', linestyle=':', label='real time')
-        ax.set_xlabel('wall seconds per simulated second')
-        ax.set_ylabel('integral pose error [(m + rad) s]')
-        ax.set_title(f'{scene}: accuracy vs cost (labels: h)')
-        ax.grid(True, which='both', alpha=0.3)
-        ax.legend(fontsize=8)
+        _label_error_axes(ax, 'wall seconds per simulated second',
+                          f'{scene}: accuracy vs cost (labels: h)')
+    _save(fig, path)
+
+
+def _label_error_axes(ax, xlabel: str, title: str) -> None:
+    """Label a panel whose y axis is the integral pose error; grid and legend."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel('integral pose error [(m + rad) s]')
+    ax.set_title(title)
+    ax.grid(True, which='both', alpha=0.3)
+    ax.legend(fontsize=8)
+
+
+def _save(fig, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
