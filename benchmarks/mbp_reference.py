@@ -43,7 +43,6 @@ from typing import Optional
 
 import numpy as np
 from pydrake.geometry import AddCompliantHydroelasticProperties, ProximityProperties, RoleAssign
-from pydrake.multibody.parsing import Parser
 from pydrake.multibody.plant import AddMultibodyPlant, MultibodyPlant, MultibodyPlantConfig
 from pydrake.multibody.tree import PdControllerGains
 from pydrake.systems.analysis import Simulator
@@ -52,9 +51,8 @@ from pydrake.systems.framework import DiagramBuilder
 from pydrake.systems.primitives import LogVectorOutput, TrajectorySource
 from pydrake.trajectories import PiecewisePolynomial
 
-from quasistatic_drake.model import QuasistaticModel, pose_to_rigid_transform
-from quasistatic_drake.paths import PACKAGE_NAME, package_share_dir
-from quasistatic_drake.scenario import Pose, Scenario
+from quasistatic_drake.model import add_scenario_models, QuasistaticModel
+from quasistatic_drake.scenario import Scenario
 
 from trajectory_metrics import JointReference, PoseTrajectory
 
@@ -125,7 +123,7 @@ class MbpScene:
             contact_model=("hydroelastic_with_fallback" if settings.contact_model ==
                            "hydroelastic" else "point"))
         self.plant, self.scene_graph = AddMultibodyPlant(config, self.builder)
-        self.instances = _add_scenario_models(self.plant, scenario)
+        self.instances = add_scenario_models(self.plant, scenario)
         self.robot_instance = self.instances[robot]
         self.object_instance = self.instances[obj]
         _add_actuators(self.plant, self.robot_instance, self.robot_info.joint_names)
@@ -322,45 +320,6 @@ def _check_settings(settings: MbpSettings) -> None:
         raise ValueError(f"MbpSettings.time_step must be > 0, got {settings.time_step}.")
 
 
-def _parser(plant: MultibodyPlant) -> Parser:
-    parser = Parser(plant)
-    parser.package_map().Add(PACKAGE_NAME, str(package_share_dir()))
-    return parser
-
-
-def _add_model(parser: Parser, name: str, file: str):
-    models = (parser.AddModels(url=file) if "://" in file
-              else parser.AddModels(file_name=file))
-    parser.plant().RenameModelInstance(models[0], name)
-    return models[0]
-
-
-def _root_bodies(plant: MultibodyPlant, instance) -> list:
-    children = {plant.get_joint(j).child_body().index() for j in plant.GetJointIndices(instance)}
-    return [plant.get_body(b) for b in plant.GetBodyIndices(instance) if b not in children]
-
-
-def _add_scenario_models(plant: MultibodyPlant, scenario: Scenario) -> dict:
-    """Add robots, objects and environment as QuasistaticModel does (same order, same welds)."""
-    plant.mutable_gravity_field().set_gravity_vector(scenario.gravity)
-    parser = _parser(plant)
-    instances = {}
-    for spec in scenario.robots:
-        instances[spec.name] = _add_model(parser, spec.name, spec.file)
-        _weld(plant, instances[spec.name], spec.pose or Pose())
-    for spec in scenario.objects:
-        instances[spec.name] = _add_model(parser, spec.name, spec.file)
-    for spec in scenario.environment:
-        instances[spec.name] = _add_model(parser, spec.name, spec.file)
-        _weld(plant, instances[spec.name], spec.pose)
-    return instances
-
-
-def _weld(plant: MultibodyPlant, instance, pose: Pose) -> None:
-    for body in _root_bodies(plant, instance):
-        plant.WeldFrames(plant.world_frame(), body.body_frame(), pose_to_rigid_transform(pose))
-
-
 def _add_actuators(plant: MultibodyPlant, instance, joint_names) -> None:
     for name in joint_names:
         joint = plant.GetJointByName(name, instance)
@@ -393,11 +352,8 @@ def _make_compliant(plant: MultibodyPlant, scene_graph, settings: MbpSettings) -
 
 def _robot_alone(scenario: Scenario, robot: str, joint_names) -> MultibodyPlant:
     """Return a finalized continuous plant of the robot alone, with actuators."""
-    spec = next(r for r in scenario.robots if r.name == robot)
     plant = MultibodyPlant(0.0)
-    plant.mutable_gravity_field().set_gravity_vector(scenario.gravity)
-    instance = _add_model(_parser(plant), spec.name, spec.file)
-    _weld(plant, instance, spec.pose or Pose())
+    instance = add_scenario_models(plant, scenario, robot_only=robot)[robot]
     _add_actuators(plant, instance, joint_names)
     plant.Finalize()
     names = [plant.get_joint(j).name() for j in plant.GetJointIndices(instance)

@@ -104,18 +104,7 @@ class QuasistaticModel:
         self.plant: MultibodyPlant
         self.scene_graph: SceneGraph
         self.plant, self.scene_graph = AddMultibodyPlantSceneGraph(builder, 0.0)
-        self.plant.mutable_gravity_field().set_gravity_vector(scenario.gravity)
-        parser = Parser(self.plant)
-        parser.package_map().Add(PACKAGE_NAME, str(package_share_dir()))
-        instances = {}
-        for spec in scenario.robots:
-            instances[spec.name] = self._add_model(parser, spec.name, spec.file, spec.where)
-            self._weld_roots(instances[spec.name], spec.pose or Pose(), spec.where)
-        for spec in scenario.objects:
-            instances[spec.name] = self._add_model(parser, spec.name, spec.file, spec.where)
-        for spec in scenario.environment:
-            instances[spec.name] = self._add_model(parser, spec.name, spec.file, spec.where)
-            self._weld_roots(instances[spec.name], spec.pose, spec.where)
+        instances = add_scenario_models(self.plant, scenario)
         self._set_object_poses(instances)
         self.plant.Finalize()
         self.diagram = builder.Build()
@@ -188,45 +177,11 @@ class QuasistaticModel:
         return self.plant.get_geometry_query_input_port().Eval(self.plant_context)
 
     # ----- construction helpers ----------------------------------------------
-    def _add_model(self, parser: Parser, name: str, file: str, where: str):
-        try:
-            if "://" in file:
-                models = parser.AddModels(url=file)
-            else:
-                models = parser.AddModels(file_name=file)
-        except Exception as err:  # Drake raises RuntimeError with its own text
-            raise ScenarioError(f"{where}: Drake could not parse '{file}': {err}") from err
-        if len(models) != 1:
-            raise ScenarioError(f"{where}: '{file}' defines {len(models)} models; "
-                                "each scenario entry must load exactly one.")
-        self.plant.RenameModelInstance(models[0], name)
-        return models[0]
-
-    def _root_bodies(self, instance) -> list:
-        children = {self.plant.get_joint(j).child_body().index()
-                    for j in self.plant.GetJointIndices(instance)}
-        return [self.plant.get_body(b) for b in self.plant.GetBodyIndices(instance)
-                if b not in children]
-
-    def _weld_roots(self, instance, pose: Pose, where: str) -> None:
-        roots = self._root_bodies(instance)
-        if len(roots) > 1:
-            raise ScenarioError(f"{where}: the model has {len(roots)} unconnected root "
-                                f"links {[b.name() for b in roots]}; it must have one.")
-        for body in roots:
-            self.plant.WeldFrames(self.plant.world_frame(), body.body_frame(),
-                                  pose_to_rigid_transform(pose))
-        if not roots and pose_is_set(pose):
-            raise ScenarioError(f"{where}: the model is already attached to the world (a "
-                                "joint to 'world', or <static>true</static> in SDFormat), "
-                                "so 'pose' cannot place it. Fix: remove 'pose', or remove "
-                                "the world joint or <static> from the file.")
-
     def _set_object_poses(self, instances) -> None:
         for spec in self.scenario.objects:
             if spec.initial_pose is None:
                 continue
-            roots = self._root_bodies(instances[spec.name])
+            roots = root_bodies(self.plant, instances[spec.name])
             if len(roots) != 1:
                 raise ScenarioError(f"{spec.where}.initial_pose: applies to a free body, but "
                                     f"'{spec.name}' is attached by a joint. Fix: use "
@@ -381,6 +336,71 @@ class QuasistaticModel:
 
 
 _ORIGIN = np.zeros(3)
+
+
+# ----- loading a scenario's models into a plant (also used by benchmarks/mbp_reference.py) ----
+def add_scenario_models(plant: MultibodyPlant, scenario: Scenario,
+                        robot_only: Optional[str] = None) -> dict:
+    """
+    Add the scenario's models to an unfinalized ``plant``; return {name: ModelInstanceIndex}.
+
+    Gravity is the scenario's.  Robots, then objects, then the environment are
+    added in scenario order (so q is ordered alike in every plant built this
+    way); robots are welded at ``pose`` (the world origin when not set) and
+    the environment at its ``pose``.  With ``robot_only``, only that robot.
+    Raises ScenarioError naming the entry and the fix.
+    """
+    plant.mutable_gravity_field().set_gravity_vector(scenario.gravity)
+    parser = Parser(plant)
+    parser.package_map().Add(PACKAGE_NAME, str(package_share_dir()))
+    instances = {}
+    for spec in scenario.robots:
+        if robot_only is None or spec.name == robot_only:
+            instances[spec.name] = _add_model(parser, spec.name, spec.file, spec.where)
+            _weld_roots(plant, instances[spec.name], spec.pose or Pose(), spec.where)
+    if robot_only is not None:
+        return instances
+    for spec in scenario.objects:
+        instances[spec.name] = _add_model(parser, spec.name, spec.file, spec.where)
+    for spec in scenario.environment:
+        instances[spec.name] = _add_model(parser, spec.name, spec.file, spec.where)
+        _weld_roots(plant, instances[spec.name], spec.pose, spec.where)
+    return instances
+
+
+def root_bodies(plant: MultibodyPlant, instance) -> list:
+    """Return the bodies of ``instance`` that are no joint's child (before Finalize)."""
+    children = {plant.get_joint(j).child_body().index() for j in plant.GetJointIndices(instance)}
+    return [plant.get_body(b) for b in plant.GetBodyIndices(instance) if b not in children]
+
+
+def _add_model(parser: Parser, name: str, file: str, where: str):
+    try:
+        if "://" in file:
+            models = parser.AddModels(url=file)
+        else:
+            models = parser.AddModels(file_name=file)
+    except Exception as err:  # Drake raises RuntimeError with its own text
+        raise ScenarioError(f"{where}: Drake could not parse '{file}': {err}") from err
+    if len(models) != 1:
+        raise ScenarioError(f"{where}: '{file}' defines {len(models)} models; "
+                            "each scenario entry must load exactly one.")
+    parser.plant().RenameModelInstance(models[0], name)
+    return models[0]
+
+
+def _weld_roots(plant: MultibodyPlant, instance, pose: Pose, where: str) -> None:
+    roots = root_bodies(plant, instance)
+    if len(roots) > 1:
+        raise ScenarioError(f"{where}: the model has {len(roots)} unconnected root "
+                            f"links {[b.name() for b in roots]}; it must have one.")
+    for body in roots:
+        plant.WeldFrames(plant.world_frame(), body.body_frame(), pose_to_rigid_transform(pose))
+    if not roots and pose_is_set(pose):
+        raise ScenarioError(f"{where}: the model is already attached to the world (a "
+                            "joint to 'world', or <static>true</static> in SDFormat), "
+                            "so 'pose' cannot place it. Fix: remove 'pose', or remove "
+                            "the world joint or <static> from the file.")
 
 
 def _by_name(items, name: str, kind: str):

@@ -9,6 +9,7 @@ import pytest
 from conftest import make_sim, pads_robot, sdf_box_object, write
 from quasistatic_drake import CommandError, QuasistaticSimulator, Scenario
 from quasistatic_drake.ros.commands import CommandBuffer
+from quasistatic_drake.ros.description import robots_rooted_at_world
 from quasistatic_drake.ros.conversions import stamp_seconds, status_dict, status_msg, time_msg
 from quasistatic_drake.ros.frames import frame_layout, joint_layout
 from quasistatic_drake.ros.pacing import Pacer
@@ -106,6 +107,17 @@ def test_frames_without_robot_tf(tmp_path):
     # a robot welded by the scenario: the node publishes its base weld, nothing else
     welded = frame_layout(arm, publish_robot_tf=False)
     assert [f.name for f in welded.static] == ['iiwa_link_0', 'arm_table_top']
+
+
+def test_robots_rooted_at_world(tmp_path):
+    assert robots_rooted_at_world(Scenario.from_yaml(ARM_SCENARIO)) == {'iiwa'}
+    # the same pads with the world link renamed: the URDF's root is then 'base'
+    pads = pads_robot(tmp_path, 0.8)
+    text = (tmp_path / pads['file']).read_text().replace('"world"', '"base"')
+    based = dict(pads, name='based', file=write(tmp_path, 'based.urdf', text))
+    scenario = Scenario.from_dict({'time_step': 0.1, 'robots': [pads, based]},
+                                  base_dir=tmp_path)
+    assert robots_rooted_at_world(scenario) == {'pads'}
 
 
 def test_joint_layout_qualifies_clashing_names(tmp_path):

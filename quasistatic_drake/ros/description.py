@@ -63,6 +63,26 @@ def root_link(urdf_text: str) -> str:
     return roots[0] if len(roots) == 1 else ""
 
 
+def robots_rooted_at_world(scenario) -> set[str]:
+    """
+    Return the robots of a Scenario whose URDF root link is ``world``.
+
+    robot_state_publisher publishes those robots' base weld itself, so the
+    node must not (frames.frame_layout).  A file that is not URDF, or cannot
+    be read, counts as not rooted at ``world``.
+    """
+    rooted = set()
+    for spec in scenario.robots:
+        if not spec.file.endswith(".urdf"):
+            continue
+        try:
+            if root_link(Path(spec.file).read_text()) == "world":
+                rooted.add(spec.name)
+        except (OSError, DescriptionError):
+            pass
+    return rooted
+
+
 def robot_descriptions(scenario_file: str | Path) -> dict[str, str]:
     """Return {robot name: plain URDF} for every robot of a scenario YAML file."""
     from quasistatic_drake.scenario import Scenario   # validates; ScenarioError if bad

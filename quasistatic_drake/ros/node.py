@@ -42,8 +42,8 @@ from tf2_msgs.msg import TFMessage
 from quasistatic_drake.quasistatic_plant import StepOutcome
 from quasistatic_drake.ros import conversions
 from quasistatic_drake.ros.commands import CommandBuffer, Rejection
-from quasistatic_drake.ros.description import DescriptionError, root_link
-from quasistatic_drake.ros.frames import frame_layout, WORLD
+from quasistatic_drake.ros.description import robots_rooted_at_world
+from quasistatic_drake.ros.frames import frame_layout
 from quasistatic_drake.ros.pacing import Pacer
 from quasistatic_drake.ros.params import (DESCRIPTIONS, DYNAMIC, NODE_NAME, node_params,
                                           NodeParams, ParameterError, PARAMETERS,
@@ -76,8 +76,10 @@ class QuasistaticSimNode(Node):
         scenario = self._load_scenario()
         self._meshcat = self._open_meshcat()
         self.session = SimSession(scenario, self._meshcat)
+        rooted = (set() if self.params.publish_robot_tf
+                  else robots_rooted_at_world(self.session.plant.scenario))
         self.frames = frame_layout(self.session.model, self.params.frame_prefix,
-                                   self.params.publish_robot_tf, self._robots_rooted_at_world())
+                                   self.params.publish_robot_tf, rooted)
         self.commands = CommandBuffer(self.session.joints.names)
         self.paused = False
         self.failed_steps = 0
@@ -127,19 +129,6 @@ class QuasistaticSimNode(Node):
             raise SetupError(f"parameter 'meshcat_port' = {self.params.meshcat_port}: Meshcat "
                              f"could not start: {err} Fix: pick a free port, 0 for the first "
                              "free one from 7000, or -p meshcat:=false.") from None
-
-    def _robots_rooted_at_world(self) -> set[str]:
-        """Robots whose URDF root link is 'world' (robot_state_publisher covers their base)."""
-        rooted = set()
-        for spec in self.session.plant.scenario.robots:
-            if spec.file.endswith(".urdf"):
-                try:
-                    with open(spec.file) as f:
-                        if root_link(f.read()) == WORLD:
-                            rooted.add(spec.name)
-                except (OSError, DescriptionError):
-                    pass
-        return rooted
 
     def _create_interface(self) -> None:
         self.joint_state_pub = self.create_publisher(JointState, "joint_states", DEFAULT_QOS)

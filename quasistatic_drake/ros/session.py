@@ -71,9 +71,7 @@ class SimSession:
 
     def step(self, command: np.ndarray) -> StepOutcome:
         """Advance one step h under ``command`` (one velocity per joint); return its outcome."""
-        for robot, rows in self.joints.robot_slices.items():
-            self.plant.get_velocity_command_input_port(robot).FixValue(
-                self.plant_context, np.asarray(command[rows], dtype=float))
+        self._fix_commands(np.asarray(command, dtype=float))
         backup = (self.time, self.plant.get_positions(self.plant_context),
                   self.plant.get_reference(self.plant_context))
         try:
@@ -90,7 +88,7 @@ class SimSession:
         self.context.SetTime(0.0)
         self.plant.engine.reset()
         self.plant.set_positions(self.plant_context, self._q0)
-        self._zero_commands()
+        self._fix_commands(np.zeros(self.joints.size))
         self.simulator.Initialize()
 
     def outcome(self) -> StepOutcome:
@@ -109,10 +107,11 @@ class SimSession:
         """Return every body's pose in the world, by BodyIndex."""
         return self.plant.get_body_poses_output_port().Eval(self.plant_context)
 
-    def _zero_commands(self) -> None:
+    def _fix_commands(self, command: np.ndarray) -> None:
+        """Fix every robot's command port to its rows of ``command`` (joint order)."""
         for robot, rows in self.joints.robot_slices.items():
             self.plant.get_velocity_command_input_port(robot).FixValue(
-                self.plant_context, np.zeros(rows.stop - rows.start))
+                self.plant_context, command[rows])
 
     def _restore(self, time: float, q: np.ndarray, q_ref: np.ndarray) -> None:
         """Put back the time and state of before a step that raised."""
