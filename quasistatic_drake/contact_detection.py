@@ -7,9 +7,10 @@ would pivot about it.  For every pair within the detection tolerance we add
 the feature points of each geometry (box vertices, cylinder rim points and
 rim extremes, capsule end caps, convex hull vertices; shapes.py) tested
 against the signed distance field of the other (exact for primitives; for a
-convex mesh the largest distance to its face planes), and against a convex
-mesh also the points where the other's edges cross between its face planes
-(box and hull edges).  Near-duplicate points are merged.  All pairs' points go
+convex mesh the largest distance to its face planes), and against a box or
+a convex mesh also the points where the other's edges cross between its
+face planes (box and hull edges: a table's top edge under an overhanging
+box).  Near-duplicate points are merged.  All pairs' points go
 through one compiled kernel (manifold.py), and the Jacobians come from one
 spatial Jacobian per body, shifted to each contact point.
 """
@@ -23,20 +24,25 @@ from typing import Optional
 import numpy as np
 
 from quasistatic_drake.contact import ContactSet, combine_friction, tangent_directions
-from quasistatic_drake.manifold import contact_jacobians, pair_manifolds
+from quasistatic_drake.manifold import box_box_pairs, contact_jacobians, pair_manifolds
 from quasistatic_drake.model import QuasistaticModel
-from quasistatic_drake.shapes import CONVEX, CYLINDER, feature_edges, feature_points
+from quasistatic_drake.shapes import (BOX, CAPSULE, CONVEX, CYLINDER, face_planes,
+                                      feature_edges, feature_points, HALFSPACE, signed_distance,
+                                      SPHERE)
 
 
 @dataclass(frozen=True)
 class PairProximity:
     """
-    Stands in for Drake's SignedDistancePair where Drake's query failed.
+    Stands in for Drake's SignedDistancePair: a box-box pair, or a pair Drake failed on.
 
-    FCL's GJK/EPA can throw on exactly touching boxes; such a pair has no
-    closest points (``nhat_BA_W`` is None) and relies on its feature points,
-    as does a pair for which Drake returns a NaN normal (a cylinder standing
-    exactly on a box, for one).
+    Box-box pairs are measured by the engine (:func:`box_proximity`), with
+    witness points and an exact normal.
+
+    Drake's query can fail on exactly touching boxes (:func:`drake_query`);
+    such a pair has no closest points (``nhat_BA_W`` is None) and relies on its
+    feature points, as does a pair for which Drake returns a NaN normal (a
+    cylinder standing exactly on a box, for one).
     """
 
     id_A: object
@@ -45,36 +51,87 @@ class PairProximity:
     p_ACa: Optional[np.ndarray] = None
     p_BCb: Optional[np.ndarray] = None
     nhat_BA_W: Optional[np.ndarray] = None
+    exact_normal: bool = False     # measured by the engine (box_proximity): trust its normal
+
+
+class DrakeQueryFailure(RuntimeError):
+    """One of Drake's geometry queries failed an internal check (see :func:`drake_query`)."""
+
+
+def drake_query(query, *args):
+    """
+    Call one of SceneGraph's QueryObject methods; raise DrakeQueryFailure if Drake cannot.
+
+    Drake raises RuntimeError (FCL's GJK/EPA throwing on exactly touching
+    boxes), and its internal assertions reach Python as ``SystemExit`` with a
+    message starting "Failure at" (for one, BoxBoxGradient's check that the
+    witness points of two boxes with |distance| < 1e-14 coincide, which round-off
+    in the boxes' orientations breaks).  Both become DrakeQueryFailure, so no
+    geometry query can end the process; a genuine SystemExit passes through.
+    """
+    try:
+        return query(*args)
+    except RuntimeError as err:
+        raise DrakeQueryFailure(str(err)) from err
+    except SystemExit as err:
+        if not str(err).startswith("Failure at"):
+            raise
+        raise DrakeQueryFailure(str(err)) from err
 
 
 def proximity_pairs(model: QuasistaticModel, tolerance: float) -> list:
     """
     Return the signed-distance pairs within ``tolerance`` at the model's configuration.
 
-    Uses SceneGraph's pairwise query; if it throws, each candidate pair whose
-    bounding spheres come within the tolerance is queried on its own, and a
-    pair that still fails becomes a :class:`PairProximity` without closest points.
+    Box-box pairs are measured here (:func:`box_proximity`): Drake can abort
+    the process on touching boxes, so the model hides them from Drake.  The
+    other pairs come from SceneGraph's pairwise query; if Drake fails
+    (:func:`drake_query`), each candidate pair whose bounding spheres come
+    within the tolerance is queried on its own, and a pair that still fails
+    becomes a :class:`PairProximity` without closest points: its feature
+    points carry it.
     """
     query = model.query_object()
     try:
-        return list(query.ComputeSignedDistancePairwiseClosestPoints(tolerance))
-    except RuntimeError:
-        pass
+        pairs = list(drake_query(query.ComputeSignedDistancePairwiseClosestPoints, tolerance))
+    except DrakeQueryFailure:
+        pairs = _pairs_one_by_one(model, query, tolerance)
+    return pairs + box_proximity(model, query, tolerance)
+
+
+def _pairs_one_by_one(model: QuasistaticModel, query, tolerance: float) -> list:
+    """Query Drake pair by pair (not box-box); a pair Drake fails on has no closest points."""
+    boxes = set(model.box_pairs.pairs)
     pairs = []
     for id_a, id_b in model.candidate_pairs:
+        if (id_a, id_b) in boxes:
+            continue
         reach = (model.geometries[id_a].shape.bounding_radius
                  + model.geometries[id_b].shape.bounding_radius + tolerance)
         gap = query.GetPoseInWorld(id_a).translation() - query.GetPoseInWorld(id_b).translation()
         if np.isfinite(reach) and gap @ gap > reach * reach:
             continue
         try:
-            pair = query.ComputeSignedDistancePairClosestPoints(id_a, id_b)
-        except RuntimeError:
+            pair = drake_query(query.ComputeSignedDistancePairClosestPoints, id_a, id_b)
+        except DrakeQueryFailure:
             pairs.append(PairProximity(id_a, id_b))
             continue
         if pair.distance <= tolerance:
             pairs.append(pair)
     return pairs
+
+
+def box_proximity(model: QuasistaticModel, query, tolerance: float) -> list:
+    """Return the box-box pairs within ``tolerance``, measured by manifold.box_box_pairs."""
+    table = model.box_pairs
+    if not table.pairs:
+        return []
+    poses = np.array([query.GetPoseInWorld(g).GetAsMatrix34() for g in table.ids])
+    distance, p_A, p_B, nhat = box_box_pairs(
+        np.ascontiguousarray(poses[:, :, :3]), np.ascontiguousarray(poses[:, :, 3]),
+        table.half, table.slot_a, table.slot_b, tolerance)
+    return [PairProximity(a, b, distance[k], p_A[k], p_B[k], nhat[k], exact_normal=True)
+            for k, (a, b) in enumerate(table.pairs) if distance[k] <= tolerance]
 
 
 @dataclass(frozen=True)
@@ -111,6 +168,10 @@ class _Layout:
 
 
 _LAYOUT_CACHE_SIZE = 256
+POLYHEDRA = (BOX, CONVEX)   # shapes with face planes
+# Fields that other shapes' edges are tested against: crossings between face planes
+# (polyhedra), or an edge's deepest point on a curved side (cylinders, capsules).
+EDGE_FIELDS = (BOX, CONVEX, CYLINDER, CAPSULE)
 
 
 class ContactDetector:
@@ -132,7 +193,7 @@ class ContactDetector:
         """
         if pairs is None:
             pairs = proximity_pairs(self.model, tolerance)
-        read = _read_pairs(pairs, self.model.geometries)
+        read = _read_pairs(pairs, self.model.geometries, self.model.query_object())
         if read is None:
             return ContactSet.empty(self.model.n_v, self.n_d)
         key, ids, has, phi_c, nhat_BA, on_a, on_b = read
@@ -201,7 +262,7 @@ class ContactDetector:
         for feat, field, a_is_feature in ((id_a, id_b, True), (id_b, id_a, False)):
             centres, radii = feature_points(geometries[feat].shape)
             edges = (feature_edges(geometries[feat].shape)
-                     if geometries[field].shape.kind == CONVEX else np.zeros((0, 2, 3)))
+                     if geometries[field].shape.kind in EDGE_FIELDS else np.zeros((0, 2, 3)))
             if geometries[field].shape.has_distance_field and (
                     len(radii) or geometries[feat].shape.kind == CYLINDER):
                 blocks.append((geometries[feat].shape, geometries[field].shape,
@@ -246,31 +307,32 @@ class ContactDetector:
 
 def _plane_table(geometries) -> tuple[np.ndarray, dict]:
     """
-    Stack the face planes of every convex mesh into one array for pair_manifolds.
+    Stack the face planes of every box and convex mesh into one array for pair_manifolds.
 
-    Returns the planes (m x 4) and, per GeometryId of a convex mesh, its rows
-    as (start, count).
+    Returns the planes (m x 4) and, per GeometryId of a box or convex mesh,
+    its rows as (start, count).
     """
     stacked, ranges, start = [], {}, 0
     for gid, info in geometries.items():
-        if info.shape.kind == CONVEX:
-            stacked.append(info.shape.planes)
-            ranges[gid] = (start, len(info.shape.planes))
-            start += len(info.shape.planes)
+        if info.shape.kind in POLYHEDRA:
+            planes = face_planes(info.shape)
+            stacked.append(planes)
+            ranges[gid] = (start, len(planes))
+            start += len(planes)
     planes = np.vstack(stacked) if stacked else np.zeros((0, 4))
     return np.ascontiguousarray(planes, dtype=float), ranges
 
 
-def _read_pairs(pairs, geometries) -> Optional[tuple]:
+def _read_pairs(pairs, geometries, query) -> Optional[tuple]:
     """
     Read Drake's pairs once: the pairs with a moving geometry, in order, as arrays.
 
     Returns None when no pair involves a moving geometry, else the layout key
-    (GeometryInfo indices per pair), the GeometryId pairs, whether Drake gave
-    usable closest points (it gives NaN normals for some touching pairs), phi,
-    Drake's normal B -> A, and the closest points in A's and B's geometry
-    frames.  A pair without usable closest points relies on its feature points
-    alone (pair_manifolds).
+    (GeometryInfo indices per pair), the GeometryId pairs, whether the pair
+    has a usable closest point (:func:`_trusted_normal`), phi, the normal
+    B -> A, and the closest points in A's and B's geometry frames.  A pair
+    without a usable closest point relies on its feature points alone
+    (pair_manifolds).
     """
     rows = []
     for p in pairs:
@@ -278,8 +340,8 @@ def _read_pairs(pairs, geometries) -> Optional[tuple]:
         info_a, info_b = geometries[id_a], geometries[id_b]
         if not (info_a.moves or info_b.moves):
             continue
-        nhat = p.nhat_BA_W
-        usable = nhat is not None and math.isfinite(nhat[0] + nhat[1] + nhat[2])
+        nhat = _trusted_normal(p, info_a.shape, info_b.shape, query)
+        usable = nhat is not None
         rows.append(((info_a.index, info_b.index), (id_a, id_b), usable,
                      p.distance if usable else np.inf, nhat if usable else _ZERO,
                      p.p_ACa if usable else _ZERO, p.p_BCb if usable else _ZERO))
@@ -288,6 +350,47 @@ def _read_pairs(pairs, geometries) -> Optional[tuple]:
     key, ids, has, phi, nhat, on_a, on_b = zip(*rows)
     return (key, ids, np.array(has, dtype=np.bool_), np.array(phi), np.array(nhat),
             np.array(on_a), np.array(on_b))
+
+
+NORMAL_TRUST_DISTANCE = 1e-6   # [m] below this, GJK/EPA's normal is round-off (_trusted_normal)
+_EXACT_WITH_SPHERE = (BOX, SPHERE, CYLINDER, CAPSULE, HALFSPACE)
+_CURVED = (CYLINDER, CAPSULE)
+
+
+def _trusted_normal(pair, shape_a, shape_b, query) -> Optional[np.ndarray]:
+    """
+    Return the pair's normal B -> A where it can be trusted, else None.
+
+    Drake computes a sphere against a primitive exactly, and the engine two
+    boxes (:func:`box_proximity`); other pairs go through FCL's
+    GJK/EPA, whose normal (p_WCa - p_WCb) / distance is round-off when the
+    distance is tiny: a mesh resting on a slab at 2e-14 m got a horizontal
+    normal and was pushed sideways.  Below NORMAL_TRUST_DISTANCE such a pair
+    takes its normal from the exact field of its cylinder or capsule at the
+    other's witness point (a box's edge across a lying cylinder), and a pair
+    of polyhedra has none: its vertices and edge crossings hold it.
+    """
+    nhat = pair.nhat_BA_W
+    if nhat is None or not math.isfinite(nhat[0] + nhat[1] + nhat[2]):
+        return None
+    kinds = (shape_a.kind, shape_b.kind)
+    exact = (getattr(pair, 'exact_normal', False)
+             or (SPHERE in kinds and set(kinds) <= set(_EXACT_WITH_SPHERE)))
+    if exact or abs(pair.distance) >= NORMAL_TRUST_DISTANCE:
+        return nhat
+    if shape_b.kind in _CURVED:
+        return _field_normal(shape_b, query.GetPoseInWorld(pair.id_B),
+                             query.GetPoseInWorld(pair.id_A) @ pair.p_ACa)
+    if shape_a.kind in _CURVED:
+        return -_field_normal(shape_a, query.GetPoseInWorld(pair.id_A),
+                              query.GetPoseInWorld(pair.id_B) @ pair.p_BCb)
+    return None
+
+
+def _field_normal(shape, X_WG, p_W) -> np.ndarray:
+    """Return the outward gradient (world frame) of a shape's distance field at p_W."""
+    _, grad = signed_distance(shape, X_WG.inverse() @ p_W)
+    return X_WG.rotation().matrix() @ grad[0]
 
 
 _ZERO = np.zeros(3)

@@ -42,9 +42,9 @@ FACE_PHI_TOLERANCE = 1e-6  # [m] feature points this close to the closest pair's
 # [m] a point this close outside a box or cylinder takes the nearest face's normal: the
 # direction of a sub-nanometre offset is round-off, not geometry.
 _ON_SURFACE = 1e-9
-# [m] in the manifold, a CONVEX field's planes this close to the farthest one may give a
-# contact's normal (_convex_towards): a pad's corner on a mesh box's edge takes the face the
-# pad presses on.
+# [m] in the manifold, a BOX or CONVEX field's face planes this close to the point's own
+# distance (or the pair's penetration) may give a contact's normal (_polyhedron_towards): a
+# pad's corner on a box's edge takes the face the pad presses on.
 TIE_BAND = 1e-3
 
 
@@ -134,29 +134,47 @@ def _plane_distance(planes, i, x, y, z):
 
 
 @numba.njit(cache=True)
-def _convex_towards(planes, x, y, z, prefer, grad):
+def _polyhedron_towards(planes, x, y, z, prefer, depth, grad):
     """
-    Return a CONVEX field's distance (as _convex) with the normal a contact there takes.
+    Return a BOX or CONVEX field's distance at a point, with the normal a contact there takes.
 
-    The normal is that of the plane most aligned with ``prefer`` (a unit vector
-    in the field's frame: the pair's direction, pair_manifolds) among the
-    planes within TIE_BAND of the farthest one.  A point on or near an edge
-    belongs to both faces, and the plain field would pick one by round-off: a
-    pad's corner on the edge of a mesh box would push sideways along the other
-    face instead of squeezing.  The distance stays the farthest plane's, so a
-    point outside is never reported as penetrating.
+    ``planes`` are the field's face planes; ``prefer`` is the unit direction
+    from the field towards the other geometry of the pair (field frame,
+    _pair_direction), ``depth`` the pair's penetration (its Drake signed
+    distance when negative, else 0).
+
+    Outside, the distance is the farthest face plane's (_convex: exact
+    wherever the nearest surface point is on a face, less than the true
+    distance beside an edge or a vertex), and the normal is that of the plane
+    most aligned with ``prefer`` among the planes within TIE_BAND of the
+    farthest.  So a contact's normal is always a face normal: a pad's corner
+    on a box's edge takes the face the pad presses on, and a pad rising 1 cm
+    beside a box is not taken to approach the box's bottom edge along the
+    diagonal (a linearised 45 degree normal lifted the box with the pad).
+
+    Inside (or on) the surface, the nearest face is not always the way out:
+    a pad pushed 6 cm into a 10 cm slab has its lower corners nearer the
+    slab's bottom face, and pushing them down while its upper corners are
+    pushed up wedges it.  A point inside takes the face most aligned with
+    ``prefer`` among the faces it lies at most max(|d|, |depth|) + TIE_BAND
+    beneath, and that face's depth as its distance: every point of the pair
+    is pushed out along one consistent direction, by no more than the pair's
+    own penetration.  Of equally aligned faces the nearest wins.
     """
-    best = _convex(planes, x, y, z, grad)
+    d = _convex(planes, x, y, z, grad)
+    floor = d - TIE_BAND if d > 0.0 else min(d, depth) - TIE_BAND
     score = -np.inf
-    k = 0
+    k = -1
+    d_k = -np.inf
     for i in range(planes.shape[0]):
-        if _plane_distance(planes, i, x, y, z) >= best - TIE_BAND:
-            along = planes[i, 0] * prefer[0] + planes[i, 1] * prefer[1] \
-                + planes[i, 2] * prefer[2]
-            if along > score:
-                score, k = along, i
+        d_i = _plane_distance(planes, i, x, y, z)
+        if d_i < floor:
+            continue
+        along = planes[i, 0] * prefer[0] + planes[i, 1] * prefer[1] + planes[i, 2] * prefer[2]
+        if along > score + 1e-12 or (along >= score - 1e-12 and d_i > d_k):
+            score, k, d_k = along, i, d_i
     grad[0], grad[1], grad[2] = planes[k, 0], planes[k, 1], planes[k, 2]
-    return best
+    return d if d > 0.0 else d_k
 
 
 @numba.njit(cache=True)
@@ -192,18 +210,19 @@ def pair_manifolds(R, o, pair_A, pair_B, pair_normal, has_closest, closest_phi, 
 
     Block b tests feature points ``block_start[b]:block_start[b+1]`` of geometry
     slot ``block_feature[b]`` against slot ``block_field[b]``, whose face planes
-    (a CONVEX field) are rows ``block_field_planes[b]`` = (start, count) of
-    ``planes``; a cylinder's two rim points farthest towards the field geometry
-    (against the field's distance gradient at the cylinder's centre) are added
-    exactly, so a cylinder lying on its side gets its line contact.  Against a
-    CONVEX field, the block's feature edges ``block_edge_start[b]:block_edge_start[b+1]``
-    of ``edges_G`` (endpoints in the feature geometry's frame) add the points
-    where they cross from one face plane's region to the next (_test_edge): the
-    corners of a face-on-face contact that are neither shape's vertex, such as
-    where a pad's edge leaves a rounded box's flat face.  Against a CONVEX field
-    a point's normal is that of the face plane most aligned with the pair's
-    direction (Drake's normal, else the line between the geometries' origins)
-    among the planes within TIE_BAND of the farthest (_convex_towards).  Points within
+    (a BOX or CONVEX field) are rows ``block_field_planes[b]`` = (start, count)
+    of ``planes``; a cylinder's two rim points farthest towards the field
+    geometry (against the field's distance gradient at the cylinder's centre)
+    are added exactly, so a cylinder lying on its side gets its line contact.
+    Against a BOX or CONVEX field, the block's feature edges
+    ``block_edge_start[b]:block_edge_start[b+1]`` of ``edges_G`` (endpoints in
+    the feature geometry's frame) add the points where they cross from one
+    face plane's region to the next (_test_edge): the corners of a
+    face-on-face contact that are neither shape's vertex, such as where a
+    table's top edge passes under a box that overhangs it.  Against a BOX or
+    CONVEX field, a point's distance and normal follow the pair's direction
+    (Drake's normal, else the field's gradient at the feature geometry's
+    origin) and its penetration (_polyhedron_towards).  Points within
     ``tolerance`` become contacts.  A pair's Drake closest point (``has_closest``)
     is added unless three feature points already lie on its face: then it would
     sit at an arbitrary spot of a face-on-face overlap, a redundant and
@@ -215,7 +234,7 @@ def pair_manifolds(R, o, pair_A, pair_B, pair_normal, has_closest, closest_phi, 
     n_max = centres_G.shape[0] + 2 * n_blocks + has_closest.shape[0]
     for b in range(n_blocks):        # an edge crosses at most (planes - 1) plane boundaries
         n_max += (block_edge_start[b + 1] - block_edge_start[b]) * max(
-            block_field_planes[b, 1] - 1, 0)
+            block_field_planes[b, 1] - 1, 1)
     phi = np.empty(n_max)
     p_A = np.empty((n_max, 3))
     p_B = np.empty((n_max, 3))
@@ -229,13 +248,15 @@ def pair_manifolds(R, o, pair_A, pair_B, pair_normal, has_closest, closest_phi, 
         f, s, k = block_feature[b], block_field[b], block_pair[b]
         first = block_field_planes[b, 0]
         field_planes = planes[first:first + block_field_planes[b, 1]]
-        if block_field_kind[b] == CONVEX:
+        depth = min(closest_phi[k], 0.0) if has_closest[k] else 0.0
+        if block_field_kind[b] == CONVEX or block_field_kind[b] == BOX:
             _pair_direction(R[s], o[s], o[f], has_closest[k], pair_normal[k],
-                            block_a_is_feature[b], prefer)
+                            block_a_is_feature[b], block_field_kind[b], block_field_params[b],
+                            field_planes, prefer)
         for i in range(block_start[b], block_start[b + 1]):
             count = _test_point(R[f], o[f], centres_G[i], radii[i], R[s], o[s],
                                 block_field_kind[b], block_field_params[b], field_planes,
-                                prefer, block_a_is_feature[b], k, tolerance,
+                                prefer, depth, block_a_is_feature[b], k, tolerance,
                                 phi, p_A, p_B, normal, pair, count)
         if block_feature_kind[b] == CYLINDER:
             towards = _towards_field(o[f], R[s], o[s], block_field_kind[b],
@@ -244,12 +265,18 @@ def pair_manifolds(R, o, pair_A, pair_B, pair_normal, has_closest, closest_phi, 
             for i in range(n_ext):
                 count = _test_point(R[f], o[f], extremes[i], 0.0, R[s], o[s],
                                     block_field_kind[b], block_field_params[b], field_planes,
-                                    prefer, block_a_is_feature[b], k, tolerance,
+                                    prefer, depth, block_a_is_feature[b], k, tolerance,
                                     phi, p_A, p_B, normal, pair, count)
         for e in range(block_edge_start[b], block_edge_start[b + 1]):
-            count = _test_edge(R[f], o[f], edges_G[e], R[s], o[s], field_planes, prefer,
-                               block_a_is_feature[b], k, tolerance, lines,
-                               phi, p_A, p_B, normal, pair, count)
+            if block_field_kind[b] == CYLINDER or block_field_kind[b] == CAPSULE:
+                count = _test_edge_on_curve(R[f], o[f], edges_G[e], R[s], o[s],
+                                            block_field_kind[b], block_field_params[b],
+                                            block_a_is_feature[b], k, tolerance,
+                                            phi, p_A, p_B, normal, pair, count)
+            else:
+                count = _test_edge(R[f], o[f], edges_G[e], R[s], o[s], field_planes, prefer,
+                                   depth, block_a_is_feature[b], k, tolerance, lines,
+                                   phi, p_A, p_B, normal, pair, count)
     count = _add_closest_points(R, o, pair_A, pair_B, has_closest, closest_phi, closest_A,
                                 closest_B, pair_normal, phi, p_A, p_B, normal, pair, count)
     keep = _without_twins(phi[:count], p_A[:count], normal[:count], pair[:count])
@@ -259,11 +286,11 @@ def pair_manifolds(R, o, pair_A, pair_B, pair_normal, has_closest, closest_phi, 
 
 @numba.njit(cache=True)
 def _test_point(R_F, o_F, centre_G, radius, R_S, o_S, field_kind, field_params, field_planes,
-                prefer, a_is_feature, k, tolerance, phi, p_A, p_B, normal, pair, count):
+                prefer, depth, a_is_feature, k, tolerance, phi, p_A, p_B, normal, pair, count):
     """
     Append the contact of one feature sphere against a field if within tolerance.
 
-    Against a CONVEX field the normal is the plane _convex_towards(``prefer``) picks.
+    Against a BOX or CONVEX field the distance and normal are _polyhedron_towards's.
     """
     c = np.empty(3)
     local = np.empty(3)
@@ -274,8 +301,9 @@ def _test_point(R_F, o_F, centre_G, radius, R_S, o_S, field_kind, field_params, 
     for r in range(3):
         local[r] = (R_S[0, r] * (c[0] - o_S[0]) + R_S[1, r] * (c[1] - o_S[1])
                     + R_S[2, r] * (c[2] - o_S[2]))
-    if field_kind == CONVEX:
-        d = _convex_towards(field_planes, local[0], local[1], local[2], prefer, grad)
+    if field_kind == CONVEX or field_kind == BOX:
+        d = _polyhedron_towards(field_planes, local[0], local[1], local[2], prefer, depth,
+                                grad)
     else:
         d = point_signed_distance(field_kind, field_params, field_planes, local[0], local[1],
                                   local[2], grad)
@@ -295,20 +323,22 @@ def _test_point(R_F, o_F, centre_G, radius, R_S, o_S, field_kind, field_params, 
 
 
 @numba.njit(cache=True)
-def _test_edge(R_F, o_F, edge_G, R_S, o_S, planes, prefer, a_is_feature, k, tolerance, lines,
-               phi, p_A, p_B, normal, pair, count):
+def _test_edge(R_F, o_F, edge_G, R_S, o_S, planes, prefer, depth, a_is_feature, k, tolerance,
+               lines, phi, p_A, p_B, normal, pair, count):
     """
-    Append the points where an edge crosses between face planes of a CONVEX field.
+    Append the points where an edge crosses between face planes of a BOX or CONVEX field.
 
-    Along the edge p(t) = p0 + t (p1 - p0), t in [0, 1], the field is the upper
-    envelope of the lines a_i + b_i t of its planes, convex and piecewise
-    linear.  We walk the envelope from t = 0: the next breakpoint is the
-    earliest crossing of the active line by a steeper one.  Every breakpoint
-    strictly inside the edge with a distance within ``tolerance`` becomes a
-    contact, measured like a feature point (_convex_towards with ``prefer``):
-    where a pad's edge leaves a rounded box's flat face, both planes are tied
-    and the flat face, along the pair's direction, wins.  The ends are
-    vertices, tested as feature points.  ``lines`` is scratch space (2 x planes).
+    Along the edge p(t) = p0 + t (p1 - p0), t in [0, 1], the largest of the
+    face-plane distances is the upper envelope of the lines a_i + b_i t of the
+    planes, convex and piecewise linear.  We walk the envelope from t = 0: the
+    next breakpoint is the earliest crossing of the active line by a steeper
+    one.  Every breakpoint strictly inside the edge with a distance within
+    ``tolerance`` becomes a contact, measured like a feature point
+    (_polyhedron_towards with ``prefer`` and ``depth``): where a table's top
+    edge passes under a box's bottom face, or a pad's edge leaves a rounded
+    box's flat face, both planes are tied and the face along the pair's
+    direction wins.  The ends are vertices, tested as feature points.
+    ``lines`` is scratch space (2 x planes).
     """
     c0 = np.empty(3)
     c1 = np.empty(3)
@@ -348,43 +378,98 @@ def _test_edge(R_F, o_F, edge_G, R_S, o_S, planes, prefer, a_is_feature, k, tole
             return count
         t_next = max(t_next, t)
         if a_k + b_k * t_next <= tolerance and t_next > 1e-9:
-            d = _convex_towards(planes, p0[0] + t_next * dp[0], p0[1] + t_next * dp[1],
-                                p0[2] + t_next * dp[2], prefer, grad)
-            for r in range(3):
-                c = c0[r] + t_next * (c1[r] - c0[r])
-                out = R_S[r, 0] * grad[0] + R_S[r, 1] * grad[1] + R_S[r, 2] * grad[2]
-                if a_is_feature:
-                    p_A[count, r], p_B[count, r], normal[count, r] = c, c - d * out, -out
-                else:
-                    p_A[count, r], p_B[count, r], normal[count, r] = c - d * out, c, out
-            phi[count] = d
-            pair[count] = k
-            count += 1
+            d = _polyhedron_towards(planes, p0[0] + t_next * dp[0], p0[1] + t_next * dp[1],
+                                    p0[2] + t_next * dp[2], prefer, depth, grad)
+            if d <= tolerance:
+                for r in range(3):
+                    c = c0[r] + t_next * (c1[r] - c0[r])
+                    out = R_S[r, 0] * grad[0] + R_S[r, 1] * grad[1] + R_S[r, 2] * grad[2]
+                    if a_is_feature:
+                        p_A[count, r], p_B[count, r], normal[count, r] = c, c - d * out, -out
+                    else:
+                        p_A[count, r], p_B[count, r], normal[count, r] = c - d * out, c, out
+                phi[count] = d
+                pair[count] = k
+                count += 1
         t, active = t_next, j
 
 
+GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
+EDGE_SEARCH_STEPS = 60     # golden-section steps: the bracket shrinks to 0.618^60 = 3e-13
+
+
 @numba.njit(cache=True)
-def _pair_direction(R_S, o_S, o_F, has_closest, pair_normal, a_is_feature, out):
+def _test_edge_on_curve(R_F, o_F, edge_G, R_S, o_S, field_kind, field_params, a_is_feature, k,
+                        tolerance, phi, p_A, p_B, normal, pair, count):
+    """
+    Append an edge's deepest point against a cylinder or capsule field, if within tolerance.
+
+    A box's or hull's straight edge touches a curved side at one point that
+    is no vertex of either shape: the table's top edge under a cylinder lying
+    across it.  The signed distance to a convex shape is convex along a line,
+    so a golden-section search over the edge finds its minimum.  A minimum at
+    an end is that end's vertex, tested as a feature point already.
+    """
+    grad = np.empty(3)
+    p0 = R_S.T @ (o_F + R_F @ edge_G[0] - o_S)
+    dp = R_S.T @ (R_F @ (edge_G[1] - edge_G[0]))
+    reach = field_params[3] + field_params[4] + tolerance     # holds a cylinder or capsule
+    t_line = -(p0 @ dp) / max(dp @ dp, 1e-300)
+    nearest = p0 + min(max(t_line, 0.0), 1.0) * dp
+    if nearest @ nearest > reach * reach:
+        return count                   # the whole edge is beyond the tolerance
+    lo, hi = 0.0, 1.0
+    for _ in range(EDGE_SEARCH_STEPS):
+        a = hi - GOLDEN * (hi - lo)
+        b = lo + GOLDEN * (hi - lo)
+        pa, pb = p0 + a * dp, p0 + b * dp
+        if (point_signed_distance(field_kind, field_params, np.zeros((0, 4)), pa[0], pa[1],
+                                  pa[2], grad)
+                <= point_signed_distance(field_kind, field_params, np.zeros((0, 4)), pb[0],
+                                         pb[1], pb[2], grad)):
+            hi = b
+        else:
+            lo = a
+    t = 0.5 * (lo + hi)
+    if t < 1e-6 or t > 1.0 - 1e-6:
+        return count
+    local = p0 + t * dp
+    d = point_signed_distance(field_kind, field_params, np.zeros((0, 4)), local[0], local[1],
+                              local[2], grad)
+    if d > tolerance:
+        return count
+    out = R_S @ grad
+    c = o_S + R_S @ local
+    for r in range(3):
+        if a_is_feature:
+            p_A[count, r], p_B[count, r], normal[count, r] = c[r], c[r] - d * out[r], -out[r]
+        else:
+            p_A[count, r], p_B[count, r], normal[count, r] = c[r] - d * out[r], c[r], out[r]
+    phi[count] = d
+    pair[count] = k
+    return count + 1
+
+
+@numba.njit(cache=True)
+def _pair_direction(R_S, o_S, o_F, has_closest, pair_normal, a_is_feature, field_kind,
+                    field_params, field_planes, out):
     """
     Write the unit direction from a field geometry towards a feature geometry (field frame).
 
     Drake's normal of the pair if it has one (``pair_normal`` points from A to
-    B), else the line from the field's origin to the feature's (zero if they
-    coincide).
+    B), else the field's gradient at the feature geometry's origin: above a
+    table's top face that is the top face's normal, wherever the table's own
+    origin is.
     """
-    w = np.empty(3)
     if has_closest:
         sign = -1.0 if a_is_feature else 1.0
         for r in range(3):
-            w[r] = sign * pair_normal[r]
-    else:
-        for r in range(3):
-            w[r] = o_F[r] - o_S[r]
-    norm = math.sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2])
-    for r in range(3):
-        out[r] = 0.0
-        if norm > 1e-12:
-            out[r] = (R_S[0, r] * w[0] + R_S[1, r] * w[1] + R_S[2, r] * w[2]) / norm
+            out[r] = sign * (R_S[0, r] * pair_normal[0] + R_S[1, r] * pair_normal[1]
+                             + R_S[2, r] * pair_normal[2])
+        return
+    local = R_S.T @ (o_F - o_S)
+    point_signed_distance(field_kind, field_params, field_planes, local[0], local[1], local[2],
+                          out)
 
 
 @numba.njit(cache=True)
@@ -502,3 +587,197 @@ def sweep_lengths(J_w, J_v, radii, v, h):
         u = J_v[b] @ v
         out[b] = h * (math.sqrt(u @ u) + radii[b] * math.sqrt(w @ w))
     return out
+
+
+# ----- box against box: Drake's touching box-box code aborts (BoxBoxGradient) -------------
+_BOX_EDGES = np.array([(i, i | bit) for i in range(8) for bit in (1, 2, 4) if not i & bit],
+                      dtype=np.int64)
+
+
+@numba.njit(cache=True)
+def box_box_pairs(R, o, half, slot_a, slot_b, tolerance):
+    """
+    Return the signed distance of box pairs, as Drake's query would, for those within tolerance.
+
+    Box k of a pair is slot ``slot_a[k]`` / ``slot_b[k]`` of the stacked
+    rotations R (n x 3 x 3), origins o (n x 3) and half sizes (n x 3).
+    Returns, per pair, the signed distance (inf beyond ``tolerance``), the
+    witness points in A's and B's frames, and the unit normal from B to A in
+    the world.  Penetrating boxes: the separating-axis test over the 15 axes
+    gives the exact depth and its axis (_box_box_penetration).  Separated
+    boxes: the exact distance is the least over each box's vertices against
+    the other's exact field and the 144 edge pairs (_box_box_separation); its
+    normal is the line between the witness points, or below 1e-6 m, where
+    that line is round-off, the axis of largest separation.
+    """
+    n = slot_a.shape[0]
+    distance = np.full(n, np.inf)
+    p_A = np.zeros((n, 3))
+    p_B = np.zeros((n, 3))
+    nhat = np.zeros((n, 3))
+    for k in range(n):
+        a, b = slot_a[k], slot_b[k]
+        A = np.ascontiguousarray(R[a].T)          # rows: the box's axes in the world
+        B = np.ascontiguousarray(R[b].T)
+        o_A, o_B, h_A, h_B = o[a].copy(), o[b].copy(), half[a].copy(), half[b].copy()
+        gap, axis = _box_box_sat(A, o_A, h_A, B, o_B, h_B)
+        if gap > tolerance:
+            continue
+        if gap <= 0.0:
+            d, wa, wb = _box_box_penetration(A, o_A, h_A, B, o_B, h_B, axis, -gap)
+            normal = -axis
+        else:
+            d, wa, wb = _box_box_separation(A, o_A, h_A, B, o_B, h_B)
+            if d > tolerance:
+                continue
+            normal = (wa - wb) / d if d >= 1e-6 else -axis
+        distance[k] = d
+        p_A[k] = A @ (wa - o_A)
+        p_B[k] = B @ (wb - o_B)
+        nhat[k] = normal
+    return distance, p_A, p_B, nhat
+
+
+@numba.njit(cache=True)
+def _box_box_sat(A, o_A, h_A, B, o_B, h_B):
+    """
+    Return the largest separation of two boxes over the 15 separating axes, and its axis.
+
+    ``A`` and ``B`` hold each box's axes as rows.  The returned axis is a
+    unit vector oriented from A towards B.  A positive value is a lower
+    bound of the distance; otherwise its negative is the penetration depth
+    (the least overlap), exact for boxes.
+    """
+    d = o_B - o_A
+    best = -np.inf
+    best_axis = np.array([0.0, 0.0, 1.0])
+    u = np.empty(3)
+    for k in range(15):
+        if k < 3:
+            u[:] = A[k]
+        elif k < 6:
+            u[:] = B[k - 3]
+        else:
+            u[:] = np.cross(A[(k - 6) // 3], B[(k - 6) % 3])
+            norm = math.sqrt(u @ u)
+            if norm < 1e-9:
+                continue                   # parallel edges: a face axis covers it
+            u /= norm
+        r_A = h_A[0] * abs(u @ A[0]) + h_A[1] * abs(u @ A[1]) + h_A[2] * abs(u @ A[2])
+        r_B = h_B[0] * abs(u @ B[0]) + h_B[1] * abs(u @ B[1]) + h_B[2] * abs(u @ B[2])
+        along = u @ d
+        gap = abs(along) - r_A - r_B
+        if gap > best + 1e-15:             # the face axes win ties
+            best = gap
+            best_axis[:] = u if along >= 0.0 else -u
+    return best, best_axis
+
+
+@numba.njit(cache=True)
+def _support_centre(axes, o, h, direction):
+    """Return the centre of a box's feature farthest along direction (a face, edge or vertex)."""
+    out = o.copy()
+    for i in range(3):
+        along = axes[i] @ direction
+        if abs(along) > 1e-12:
+            out += math.copysign(h[i], along) * axes[i]
+    return out
+
+
+@numba.njit(cache=True)
+def _box_box_penetration(A, o_A, h_A, B, o_B, h_B, axis, depth):
+    """
+    Return (-depth, witness on A, witness on B) of penetrating boxes along the SAT axis.
+
+    B's witness is the centre of its feature deepest into A (the axis points
+    from A to B); A's lies ``depth`` back along the axis, on A's supporting
+    plane.  For an edge-edge axis the witnesses are the two edges' closest
+    points.
+    """
+    on_B = _support_centre(B, o_B, h_B, -axis)
+    on_A = on_B + depth * axis
+    edge_A, edge_B = -1, -1
+    for i in range(3):
+        if abs(A[i] @ axis) <= 1e-12:
+            edge_A = i if edge_A < 0 else 3           # 3: a face, not an edge
+        if abs(B[i] @ axis) <= 1e-12:
+            edge_B = i if edge_B < 0 else 3
+    if 0 <= edge_A < 3 and 0 <= edge_B < 3:
+        centre_A = _support_centre(A, o_A, h_A, axis)
+        _, on_A, on_B = _segment_closest(centre_A - h_A[edge_A] * A[edge_A],
+                                         centre_A + h_A[edge_A] * A[edge_A],
+                                         on_B - h_B[edge_B] * B[edge_B],
+                                         on_B + h_B[edge_B] * B[edge_B])
+    return -depth, on_A, on_B
+
+
+@numba.njit(cache=True)
+def _box_box_separation(A, o_A, h_A, B, o_B, h_B):
+    """Return the exact distance of separated boxes and its witness points (world)."""
+    grad = np.empty(3)
+    best = np.inf
+    on_A = np.zeros(3)
+    on_B = np.zeros(3)
+    corners_A = _box_corners(A, o_A, h_A)
+    corners_B = _box_corners(B, o_B, h_B)
+    for side in range(2):
+        corners = corners_B if side == 0 else corners_A
+        axes, o_S, h_S = (A, o_A, h_A) if side == 0 else (B, o_B, h_B)
+        for v in range(8):
+            c = corners[v]
+            local = axes @ (c - o_S)
+            d = _box(h_S[0], h_S[1], h_S[2], local[0], local[1], local[2], grad)
+            if d < best:
+                best = d
+                surface = c - d * (axes.T @ grad)
+                if side == 0:
+                    on_B, on_A = c.copy(), surface
+                else:
+                    on_A, on_B = c.copy(), surface
+    for e in range(12):
+        for f in range(12):
+            d, c_A, c_B = _segment_closest(
+                corners_A[_BOX_EDGES[e, 0]], corners_A[_BOX_EDGES[e, 1]],
+                corners_B[_BOX_EDGES[f, 0]], corners_B[_BOX_EDGES[f, 1]])
+            if d < best:
+                best, on_A, on_B = d, c_A, c_B
+    return best, on_A, on_B
+
+
+@numba.njit(cache=True)
+def _box_corners(axes, o, h):
+    """Return a box's 8 corners (world), corner v at signs from v's bits (x: 4, y: 2, z: 1)."""
+    out = np.empty((8, 3))
+    for v in range(8):
+        out[v] = o
+        for i in range(3):
+            out[v] += (h[i] if (v >> (2 - i)) & 1 else -h[i]) * axes[i]
+    return out
+
+
+@numba.njit(cache=True)
+def _segment_closest(p1, q1, p2, q2):
+    """Return the distance between segments p1q1 and p2q2 and their closest points."""
+    d1, d2, r = q1 - p1, q2 - p2, p1 - p2
+    a, e, f = d1 @ d1, d2 @ d2, d2 @ r
+    if a <= 1e-30 and e <= 1e-30:
+        s, t = 0.0, 0.0
+    elif a <= 1e-30:
+        s, t = 0.0, min(max(f / e, 0.0), 1.0)
+    else:
+        c = d1 @ r
+        if e <= 1e-30:
+            s, t = min(max(-c / a, 0.0), 1.0), 0.0
+        else:
+            b = d1 @ d2
+            denom = a * e - b * b
+            s = min(max((b * f - c * e) / denom, 0.0), 1.0) if denom > 1e-30 * a * e else 0.0
+            t = (b * s + f) / e
+            if t < 0.0:
+                s, t = min(max(-c / a, 0.0), 1.0), 0.0
+            elif t > 1.0:
+                s, t = min(max((b - c) / a, 0.0), 1.0), 1.0
+    c1 = p1 + s * d1
+    c2 = p2 + t * d2
+    gap = c1 - c2
+    return math.sqrt(gap @ gap), c1, c2

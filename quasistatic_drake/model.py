@@ -5,6 +5,14 @@ Robots are actuated: each of their joints is a 1-DOF joint with a stiffness.
 Objects are unactuated (free bodies get Drake's quaternion floating joint).
 The environment is welded to the world.  Geometry facts needed every step
 (shape, friction, body) are gathered once here.
+
+Loading refuses, with a ScenarioError that starts with the file and the
+entry (``objects[0]: ...``) and gives a fix, what the engine cannot simulate
+as the file says: a URDF floating joint in a robot or the environment, a
+multi-DOF robot joint, an object part without collision geometry (it would
+fall forever), an object without mass or rotational inertia, and a HalfSpace
+next to shapes other than spheres.  A robot without collision geometry is
+fine: it follows its command and touches nothing.
 """
 
 from __future__ import annotations
@@ -13,15 +21,15 @@ from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
-from pydrake.geometry import (Box, Capsule, Convex, Cylinder, HalfSpace, Mesh, SceneGraph,
-                              Sphere)
+from pydrake.geometry import (Box, Capsule, CollisionFilterDeclaration, Convex, Cylinder,
+                              GeometrySet, HalfSpace, Mesh, SceneGraph, Sphere)
 from pydrake.math import RigidTransform, RollPitchYaw
 from pydrake.multibody.parsing import Parser
 from pydrake.multibody.plant import AddMultibodyPlantSceneGraph, MultibodyPlant
 from pydrake.multibody.tree import BodyIndex, JacobianWrtVariable, ModelInstanceIndex
 from pydrake.systems.framework import DiagramBuilder
 
-from quasistatic_drake.model_files import collision_friction_flags
+from quasistatic_drake.model_files import collision_friction_flags, urdf_floating_joints
 from quasistatic_drake.paths import PACKAGE_NAME, package_share_dir
 from quasistatic_drake.scenario import Pose, Scenario, ScenarioError
 from quasistatic_drake.shapes import (BOX, CAPSULE, convex_spec, CYLINDER, HALFSPACE, OTHER,
@@ -38,6 +46,12 @@ class RobotInfo:
     q_idx: np.ndarray
     v_idx: np.ndarray
     stiffness: np.ndarray
+    max_lead: np.ndarray        # per joint: the reference's largest lead [m or rad]
+
+
+# The reference's largest lead over a joint when the scenario gives none
+# (RobotSpec.max_reference_lead): 5 cm of a prismatic joint, 0.25 rad of a revolute one.
+DEFAULT_MAX_LEAD = {"prismatic": 0.05, "revolute": 0.25}
 
 
 @dataclass(frozen=True)
@@ -61,6 +75,17 @@ class GeometryInfo:
     shape: ShapeSpec
     mu: float
     moves: bool
+
+
+@dataclass(frozen=True)
+class BoxPairs:
+    """The candidate pairs of two box geometries, which the engine measures itself."""
+
+    ids: tuple            # the boxes' GeometryIds; slot k is ids[k]
+    pairs: tuple          # (id_A, id_B) per pair, id_A < id_B as in Drake's results
+    slot_a: np.ndarray    # per pair, the slot of each box
+    slot_b: np.ndarray
+    half: np.ndarray      # (boxes, 3) half sizes
 
 
 def pose_to_rigid_transform(pose: Pose) -> RigidTransform:
@@ -113,9 +138,12 @@ class QuasistaticModel:
         self.robots = tuple(self._robot_info(s, instances[s.name]) for s in scenario.robots)
         self.objects = tuple(self._object_info(s, instances[s.name]) for s in scenario.objects)
         self._check_environment(instances)
+        self._check_objects_can_be_touched()
         self._set_initial_positions(instances)
+        self._check_object_inertia()
         self.geometries = self._geometry_infos(instances)
         self.candidate_pairs = self._candidate_pairs()
+        self.box_pairs = self._box_pairs()
         self.moving_bodies = self._moving_bodies()
         self.moving_slot = {int(body.index()): k for k, (body, _) in enumerate(self.moving_bodies)}
         self.moving_radii = np.array([r for _, r in self.moving_bodies])
@@ -199,9 +227,12 @@ class QuasistaticModel:
         bad = [f"{j.name()} ({j.type_name()})" for j in joints
                if j.num_positions() != 1 or j.num_velocities() != 1]
         if bad:
-            raise ScenarioError(f"{spec.where}: robot joints must be 1-DOF (revolute or "
-                                f"prismatic); found {bad}. A floating base is welded at "
-                                "'pose'; other multi-DOF joints are not supported.")
+            raise ScenarioError(f"{spec.where}: robot '{spec.name}' has multi-DOF joint(s) "
+                                f"{bad}, but a robot is driven through 1-DOF (revolute or "
+                                "prismatic) joints, one stiffness and one velocity command "
+                                "each. Fix: model each such joint as a chain of revolute or "
+                                "prismatic joints, or list the model under objects if it is "
+                                "not driven.")
         names = [j.name() for j in joints]
         if not joints:
             raise ScenarioError(f"{spec.where}: robot '{spec.name}' has no movable joints. "
@@ -213,7 +244,22 @@ class QuasistaticModel:
             name=spec.name, instance=instance, joint_names=tuple(names),
             q_idx=np.array([j.position_start() for j in joints], dtype=int),
             v_idx=np.array([j.velocity_start() for j in joints], dtype=int),
-            stiffness=np.asarray(spec.stiffness, dtype=float))
+            stiffness=np.asarray(spec.stiffness, dtype=float),
+            max_lead=self._max_lead(spec, joints))
+
+    @staticmethod
+    def _max_lead(spec, joints) -> np.ndarray:
+        """Return the robot's max_reference_lead, or DEFAULT_MAX_LEAD by joint type."""
+        names = [j.name() for j in joints]
+        if spec.max_reference_lead is None:
+            return np.array([DEFAULT_MAX_LEAD["revolute" if "revolute" in j.type_name()
+                                              else "prismatic"] for j in joints])
+        if len(spec.max_reference_lead) != len(joints):
+            raise ScenarioError(
+                f"{spec.where}.max_reference_lead: expected {len(joints)} values, one per "
+                f"actuated joint {names}, got {len(spec.max_reference_lead)}. Fix: give one "
+                "lead [m or rad] per joint, or leave the key out for the defaults.")
+        return np.asarray(spec.max_reference_lead, dtype=float)
 
     def _object_info(self, spec, instance) -> ObjectInfo:
         joints = self._dof_joints(instance)
@@ -244,6 +290,71 @@ class QuasistaticModel:
             if self._dof_joints(instances[spec.name]):
                 raise ScenarioError(f"{spec.where}: environment model '{spec.name}' has "
                                     "movable joints. Fix: list it under objects or robots.")
+
+    def _check_objects_can_be_touched(self) -> None:
+        """
+        Refuse an object part that has no collision geometry: it would fall forever.
+
+        A part is a body jointed to the world with every body hanging from it
+        by joints; one collision geometry anywhere in the part suffices (a
+        body without geometry moves with the bodies it is jointed to).
+        """
+        for obj, spec in zip(self.objects, self.scenario.objects):
+            for bodies in self._parts(obj.instance):
+                if not any(self.plant.GetCollisionGeometriesForBody(b) for b in bodies):
+                    raise ScenarioError(
+                        f"{spec.where}: object '{spec.name}' has no collision geometry on "
+                        f"link(s) {[b.name() for b in bodies]} of '{spec.file}', so nothing "
+                        "can touch it and it would fall forever. Fix: add a <collision> "
+                        "element to the link, or list the model under environment if it is "
+                        "only a visual.")
+
+    def _parts(self, instance) -> list:
+        """Group the bodies of ``instance`` by their ancestor that is jointed to the world."""
+        world = self.plant.world_body().index()
+        parent = {}
+        for j in self.plant.GetJointIndices(instance):
+            joint = self.plant.get_joint(j)
+            parent[joint.child_body().index()] = joint.parent_body().index()
+        parts = {}
+        for b in self.plant.GetBodyIndices(instance):
+            root = b
+            while parent.get(root, world) != world:
+                root = parent[root]
+            parts.setdefault(root, []).append(self.plant.get_body(b))
+        return list(parts.values())
+
+    def _check_object_inertia(self) -> None:
+        """
+        Refuse an object whose mass matrix is singular at the initial configuration.
+
+        A singular block means a motion that costs nothing: a link without mass
+        or rotational inertia.  The message names such links.
+        """
+        M = self.plant.CalcMassMatrix(self.plant_context)
+        for obj, spec in zip(self.objects, self.scenario.objects):
+            block = M[np.ix_(obj.v_idx, obj.v_idx)]
+            if np.linalg.eigvalsh(block)[0] > 1e-12 * max(1.0, np.abs(block).max()):
+                continue
+            links = self._links_without_inertia(obj.instance)
+            culprit = (f"link(s) {links} have no mass or no rotational inertia" if links else
+                       "its links' masses and inertias leave a motion without inertia")
+            raise ScenarioError(
+                f"{spec.where}: object '{spec.name}' has a singular mass matrix: {culprit} "
+                f"in '{spec.file}'. Fix: give every link of the object a positive mass and "
+                "a positive definite rotational inertia (<inertial> in URDF and SDFormat).")
+
+    def _links_without_inertia(self, instance) -> list[str]:
+        """Return the links of ``instance`` with zero mass or a singular inertia about the COM."""
+        names = []
+        for b in self.plant.GetBodyIndices(instance):
+            body = self.plant.get_body(b)
+            M = body.default_spatial_inertia()
+            inertia = M.Shift(M.get_com()).CalcRotationalInertia().CopyToFullMatrix3()
+            moments = np.linalg.eigvalsh(inertia)
+            if M.get_mass() <= 0.0 or moments[0] <= 1e-12 * max(1.0, moments[-1]):
+                names.append(body.name())
+        return names
 
     def _set_initial_positions(self, instances) -> None:
         q = self.plant.GetPositions(self.plant_context).copy()
@@ -311,6 +422,34 @@ class QuasistaticModel:
                 if (self.geometries[a].moves or self.geometries[b].moves)
                 and not inspector.CollisionFiltered(a, b)]
 
+    def _box_pairs(self) -> "BoxPairs":
+        """
+        Return the candidate pairs of two boxes, and hide them from Drake's distance queries.
+
+        Drake's signed distance of two boxes within 1e-14 m of touching runs
+        BoxBoxGradient, whose checks raise SystemExit or, in one branch, call
+        std::abort (the process exits with 134 and nothing can catch it).  So
+        the model's SceneGraph context filters every box-box pair, and the
+        engine measures them itself (contact_detection.proximity_pairs,
+        manifold.box_box_pairs).  The filter is on this model's context only:
+        a QueryObject from it, such as QuasistaticPlant's query_object port,
+        reports no box-box pairs.
+        """
+        pairs = [(a, b) for a, b in self.candidate_pairs
+                 if self.geometries[a].shape.kind == BOX and self.geometries[b].shape.kind == BOX]
+        boxes = sorted({g for pair in pairs for g in pair}, key=lambda g: g.get_value())
+        slot = {g: k for k, g in enumerate(boxes)}
+        manager = self.scene_graph.collision_filter_manager(
+            self.scene_graph.GetMyMutableContextFromRoot(self.context))
+        for a, b in pairs:
+            manager.Apply(CollisionFilterDeclaration().ExcludeBetween(GeometrySet(a),
+                                                                      GeometrySet(b)))
+        half = np.array([self.geometries[g].shape.half for g in boxes]).reshape(-1, 3)
+        return BoxPairs(ids=tuple(boxes), pairs=tuple(pairs),
+                        slot_a=np.array([slot[a] for a, _ in pairs], dtype=np.int64),
+                        slot_b=np.array([slot[b] for _, b in pairs], dtype=np.int64),
+                        half=half)
+
     def _friction(self, inspector, gid, file_sets_it: bool) -> float:
         if not file_sets_it:
             return self.scenario.default_friction
@@ -319,14 +458,23 @@ class QuasistaticModel:
             return self.scenario.default_friction
         return props.GetProperty("material", "coulomb_friction").dynamic_friction()
 
-    @staticmethod
-    def _check_halfspaces(infos: dict) -> None:
+    def _check_halfspaces(self, infos: dict) -> None:
+        """Refuse a HalfSpace when any other shape than a Sphere is in the scene."""
         kinds = {info.shape.kind for info in infos.values()}
         if HALFSPACE in kinds and kinds - {HALFSPACE, SPHERE}:
+            body = next(i.body_name for i in infos.values() if i.shape.kind == HALFSPACE)
+            spec = self._entry(body.split("::")[0])
             raise ScenarioError(
-                "a HalfSpace collision geometry is present, but Drake's signed-distance "
-                "query pairs a HalfSpace only with a Sphere. Fix: model the ground or "
-                "table as a large box.")
+                f"{spec.where}: '{body}' in '{spec.file}' has a HalfSpace collision geometry "
+                "(an SDFormat <plane>), but Drake's signed-distance query pairs a HalfSpace "
+                "only with a Sphere, and this scenario has other shapes. Fix: model the "
+                "ground or table as a large box.")
+
+    def _entry(self, name: str):
+        """Return the scenario entry (robot, object or environment spec) of a model."""
+        scenario = self.scenario
+        return _by_name((*scenario.robots, *scenario.objects, *scenario.environment),
+                        name, "model")
 
     def _quaternion_starts(self) -> np.ndarray:
         starts = [self.plant.get_joint(j).position_start()
@@ -348,7 +496,9 @@ def add_scenario_models(plant: MultibodyPlant, scenario: Scenario,
     added in scenario order (so q is ordered alike in every plant built this
     way); robots are welded at ``pose`` (the world origin when not set) and
     the environment at its ``pose``.  With ``robot_only``, only that robot.
-    Raises ScenarioError naming the entry and the fix.
+    A URDF floating joint in a robot or the environment is refused, because
+    Drake's parser drops it and the model would be welded.  Raises
+    ScenarioError naming the entry and the fix.
     """
     plant.mutable_gravity_field().set_gravity_vector(scenario.gravity)
     parser = Parser(plant)
@@ -357,6 +507,7 @@ def add_scenario_models(plant: MultibodyPlant, scenario: Scenario,
     for spec in scenario.robots:
         if robot_only is None or spec.name == robot_only:
             instances[spec.name] = _add_model(parser, spec.name, spec.file, spec.where)
+            _refuse_floating_joints(parser, spec, _ROBOT_FLOATING)
             _weld_roots(plant, instances[spec.name], spec.pose or Pose(), spec.where)
     if robot_only is not None:
         return instances
@@ -364,6 +515,7 @@ def add_scenario_models(plant: MultibodyPlant, scenario: Scenario,
         instances[spec.name] = _add_model(parser, spec.name, spec.file, spec.where)
     for spec in scenario.environment:
         instances[spec.name] = _add_model(parser, spec.name, spec.file, spec.where)
+        _refuse_floating_joints(parser, spec, _ENVIRONMENT_FLOATING)
         _weld_roots(plant, instances[spec.name], spec.pose, spec.where)
     return instances
 
@@ -389,11 +541,33 @@ def _add_model(parser: Parser, name: str, file: str, where: str):
     return models[0]
 
 
+_ROBOT_FLOATING = (
+    "robots are welded at their 'pose' and driven through revolute and prismatic joints: a "
+    "floating base cannot be commanded. Fix: remove the floating joint and set 'pose' to "
+    "place the base, or list the model under objects if it should move freely.")
+_ENVIRONMENT_FLOATING = (
+    "the environment is welded at its 'pose'. Fix: remove the floating joint, or list the "
+    "model under objects if it should move freely.")
+
+
+def _refuse_floating_joints(parser: Parser, spec, why: str) -> None:
+    """Raise ScenarioError if the entry's URDF has a floating joint (Drake drops those)."""
+    file = parser.package_map().ResolveUrl(spec.file) if "://" in spec.file else spec.file
+    names = urdf_floating_joints(file)
+    if names:
+        raise ScenarioError(f"{spec.where}: joint(s) {names} in '{spec.file}' are of type "
+                            "floating, which Drake's URDF parser turns into a free body, but "
+                            f"{why}")
+
+
 def _weld_roots(plant: MultibodyPlant, instance, pose: Pose, where: str) -> None:
+    """Weld the model's root link to the world at ``pose`` (none if already attached)."""
     roots = root_bodies(plant, instance)
     if len(roots) > 1:
         raise ScenarioError(f"{where}: the model has {len(roots)} unconnected root "
-                            f"links {[b.name() for b in roots]}; it must have one.")
+                            f"links {[b.name() for b in roots]}; it must have one. Fix: "
+                            "connect them with joints (type fixed to weld them) in the "
+                            "file, or split them into separate entries.")
     for body in roots:
         plant.WeldFrames(plant.world_frame(), body.body_frame(), pose_to_rigid_transform(pose))
     if not roots and pose_is_set(pose):

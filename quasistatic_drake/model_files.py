@@ -7,6 +7,9 @@ Drake's parsers give every collision geometry a Coulomb friction: the file's
 To apply the scenario's ``default_friction`` only where a file gives none, we
 read which collision elements specify friction.  Drake registers a body's
 collision geometries in document order, so a list of flags per link suffices.
+
+Drake's URDF parser also drops a ``<joint type="floating">`` (with a warning)
+and leaves its child link a free body; :func:`urdf_floating_joints` finds them.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Optional
 
 _FRICTION_TAGS = ("drake_mu_dynamic", "drake_mu_static")
 
@@ -24,17 +28,37 @@ def collision_friction_flags(path: str) -> dict[str, list[bool]]:
 
     Returns an empty dict for files that are not URDF or SDFormat XML.
     """
-    if Path(path).suffix.lower() not in (".urdf", ".sdf", ".xml"):
+    root = _xml_root(path)
+    if root is None:
         return {}
+    return {link.get("name", ""): [_sets_friction(c) for c in link.findall("collision")]
+            for link in root.iter("link")}
+
+
+def urdf_floating_joints(path: str) -> list[str]:
+    """
+    Return the names of the joints of type "floating" in a URDF file.
+
+    Returns an empty list for other files (SDFormat has no floating joint).
+    """
+    root = _xml_root(path)
+    if root is None or root.tag != "robot":
+        return []
+    return [joint.get("name", "") for joint in root.iter("joint")
+            if joint.get("type") == "floating"]
+
+
+def _xml_root(path: str) -> Optional[ET.Element]:
+    """Parse a URDF or SDFormat file, namespace prefixes dropped; None if it is not one."""
+    if Path(path).suffix.lower() not in (".urdf", ".sdf", ".xml"):
+        return None
     text = Path(path).read_text()
     text = re.sub(r"<(/?)(\w+):", r"<\1\2_", text)        # drop namespace prefixes
     text = re.sub(r"\sxmlns:\w+=\"[^\"]*\"", "", text)
     try:
-        root = ET.fromstring(text)
+        return ET.fromstring(text)
     except ET.ParseError:
-        return {}
-    return {link.get("name", ""): [_sets_friction(c) for c in link.findall("collision")]
-            for link in root.iter("link")}
+        return None
 
 
 def _sets_friction(collision: ET.Element) -> bool:

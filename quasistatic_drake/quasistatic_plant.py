@@ -49,7 +49,9 @@ class StepOutcome:
     What the step that produced the current state reported.
 
     ``status`` is "initial" before the first step, then the solver status
-    ("optimal" on success).  ``min_signed_distance`` is at the current q.
+    ("optimal" on success), or "error" when something inside the step
+    raised (``error`` says what; q was kept).  ``min_signed_distance`` is at
+    the current q.
     ``contacts`` carry the forces of that step (simulator.Contact).  An
     outcome is immutable and shared, not copied, when Drake copies the state
     (``__deepcopy__``); treat its arrays as read-only.
@@ -62,6 +64,7 @@ class StepOutcome:
     step_time: float
     min_signed_distance: float
     result: Optional[StepResult] = None
+    error: str = ""
 
     @property
     def success(self) -> bool:
@@ -190,7 +193,7 @@ class QuasistaticPlant(LeafSystem):
         return StepOutcome(status=result.status, time=t, steps=steps,
                            solve_time=result.solve_time, step_time=result.step_time,
                            min_signed_distance=float(min_phi),
-                           result=result if result.success else None)
+                           result=result if result.success else None, error=result.error)
 
     def _initial_outcome(self, q: np.ndarray, t: float = 0.0) -> StepOutcome:
         return StepOutcome(status="initial", time=t, steps=0, solve_time=0.0, step_time=0.0,

@@ -13,7 +13,7 @@ The schema (README, section "Scenario files") is::
     quasi_static_inertia_ratio: 0.1  # optional, see formulations/qp.py
     miqp: {contact_stiffness, big_m, time_limit, mip_gap, backend,
            delayed_lower_bound}   # optional, see formulations/miqp.py
-    robots: [{name, file, stiffness, initial_positions?, pose?}]
+    robots: [{name, file, stiffness, initial_positions?, pose?, max_reference_lead?}]
     objects: [{name, file, initial_pose?, initial_positions?}]
     environment: [{name, file, pose?}]
 
@@ -47,7 +47,7 @@ _TOP_KEYS = {
 _MIQP_KEYS = {"contact_stiffness", "big_m", "time_limit", "mip_gap", "backend",
               "delayed_lower_bound", "least_force", "max_points_per_pair",
               "object_motion_weight"}
-_ROBOT_KEYS = {"name", "file", "stiffness", "initial_positions", "pose"}
+_ROBOT_KEYS = {"name", "file", "stiffness", "initial_positions", "pose", "max_reference_lead"}
 _OBJECT_KEYS = {"name", "file", "initial_pose", "initial_positions"}
 _ENVIRONMENT_KEYS = {"name", "file", "pose"}
 _POSE_KEYS = {"xyz", "rpy"}
@@ -75,6 +75,7 @@ class RobotSpec:
     initial_positions: Optional[np.ndarray] = None
     pose: Optional[Pose] = None
     where: str = ""
+    max_reference_lead: Optional[np.ndarray] = None   # per joint [m or rad]; None: defaults
 
 
 @dataclass(frozen=True)
@@ -122,12 +123,13 @@ class Scenario:
         path = Path(path)
         if not path.is_file():
             raise ScenarioError(
-                f"scenario file '{path}' does not exist. "
+                f"{path}: the scenario file does not exist. "
                 "Fix: pass the path of an existing YAML file.")
         try:
             data = yaml.safe_load(path.read_text())
         except yaml.YAMLError as err:
-            raise ScenarioError(f"{path}: not valid YAML: {err}") from err
+            raise ScenarioError(f"{path}: not valid YAML: {err}\nFix: correct the "
+                                "syntax at the line and column shown.") from err
         return Scenario.from_dict(data, base_dir=path.parent, source=str(path))
 
     @staticmethod
@@ -229,7 +231,9 @@ class _Reader:
             initial_positions=(None if initial is None else
                                self.vector(initial, _join(where, "initial_positions"))),
             pose=None if "pose" not in data else self.pose(data["pose"], _join(where, "pose")),
-            where=f"{self.source}: {where}")
+            where=f"{self.source}: {where}",
+            max_reference_lead=(None if "max_reference_lead" not in data else self.vector(
+                data["max_reference_lead"], _join(where, "max_reference_lead"), positive=True)))
 
     def object(self, data: Any, where: str) -> ObjectSpec:
         self.check_keys(data, _OBJECT_KEYS, where, ("name", "file"))
@@ -287,7 +291,7 @@ class _Reader:
             miqp=self.miqp(data.get("miqp", {}), "miqp"),
             robots=tuple(robots), objects=tuple(objects), environment=tuple(environment),
             source=self.source)
-        self.check_unique_names(scenario)
+        self.check_models(scenario)
         return scenario
 
     def miqp(self, data: Any, where: str) -> MiqpSettings:
@@ -326,15 +330,23 @@ class _Reader:
                             f"manifold points), got {value!r}.")
         return value
 
-    def check_unique_names(self, scenario: Scenario) -> None:
-        names = scenario.model_names()
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise self.fail("robots/objects/environment",
-                            f"model names must be unique; repeated: {duplicates}.")
-        if not names:
+    def check_models(self, scenario: Scenario) -> None:
+        """Refuse a repeated model name (naming both entries) and a scenario that cannot move."""
+        first: dict[str, str] = {}
+        for key in ("robots", "objects", "environment"):
+            for i, spec in enumerate(getattr(scenario, key)):
+                where = f"{key}[{i}].name"
+                if spec.name in first:
+                    raise self.fail(where, f"model names must be unique; repeated: "
+                                    f"[{spec.name!r}] (also {first[spec.name]}). "
+                                    "Fix: rename one of them.")
+                first[spec.name] = where
+        if not first:
             raise self.fail("top level", "the scenario has no models. "
                             "Fix: add at least one entry under robots or objects.")
+        if not scenario.robots and not scenario.objects:
+            raise self.fail("robots, objects", "both are empty, so nothing can move: every "
+                            "model is welded. Fix: add a robot or an object.")
 
 
 def _join(where: str, key: str) -> str:

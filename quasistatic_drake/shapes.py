@@ -205,13 +205,28 @@ def _hull_edges(faces, plane_of_face) -> np.ndarray:
     return np.array(sorted(edges), dtype=np.int64).reshape(-1, 2)
 
 
+def face_planes(shape: ShapeSpec) -> np.ndarray:
+    """
+    Return the outward face planes [n_x, n_y, n_z, offset] (m x 4) of a box or a convex mesh.
+
+    Other shapes have none.  A box's six planes are n . p = half along each axis.
+    """
+    if shape.kind == CONVEX:
+        return shape.planes
+    if shape.kind == BOX:
+        axes = np.vstack([np.eye(3), -np.eye(3)])
+        return np.column_stack([axes, np.concatenate([shape.half, shape.half])])
+    return np.zeros((0, 4))
+
+
 def feature_edges(shape: ShapeSpec) -> np.ndarray:
     """
     Return the feature edges (e x 2 x 3, endpoints in frame G) of a box or a convex mesh.
 
-    Against a convex mesh's field (pair_manifolds), an edge yields the points
-    where it crosses from one face plane's region to another's: where a pad's
-    face edge leaves the flat face of a rounded box, say.  Those corners of a
+    Against a box's or a convex mesh's field (pair_manifolds), an edge yields
+    the points where it crosses from one face plane's region to another's:
+    where a table's top edge passes under a box that overhangs it, or a pad's
+    face edge leaves the flat face of a rounded box.  Those corners of a
     face-on-face contact are neither shape's vertex.  Other shapes have none.
     """
     if shape.kind == BOX:

@@ -112,3 +112,19 @@ def test_solver_failure_keeps_the_state_and_the_node(tmp_path):
         assert probe.reset().success                          # and the node still serves
     finally:
         ros.close()
+
+
+def test_console_script_scenario_error_found_when_building_the_model(tmp_path):
+    """A scenario that parses but fails when the model is built: exit 2, one clear line."""
+    robot = pads_robot(tmp_path, 0.8)
+    robot['stiffness'] = robot['stiffness'][:-1]         # three joints, two values
+    scenario = unseen_scenario(tmp_path, robots=[robot])
+    node = start_node('-p', f'scenario:={scenario}', '-p', 'meshcat:=false')
+    out, err = node.communicate(timeout=60)
+    assert node.returncode == 2, err
+    assert 'Traceback' not in err + out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert f"parameter 'scenario' = '{scenario}'" in lines[0]
+    assert 'robots[0].stiffness' in lines[0] and 'expected 3 values' in lines[0]
+    assert 'Fix:' in lines[0]

@@ -88,6 +88,33 @@ class Probe(Node):
         """Return the newest ~/status fields, or an empty dict."""
         return self.last(self.status) or {}
 
+    def wait_status(self, predicate, what, timeout=20.0):
+        """Wait until the newest ~/status satisfies ``predicate``; return it."""
+        def ready():
+            status = self.latest_status()
+            return status if status and predicate(status) else None
+        return wait_for(ready, timeout, f'~/status: {what}')
+
+    def steady_status(self, predicate, what, count=3):
+        """
+        Wait for a ~/status that satisfies ``predicate``; check that ``count`` later ones do.
+
+        The node publishes ~/status in order, so this shows that the state holds
+        (e.g. paused: time stands still).  Returns the first matching status.
+        """
+        status = self.wait_status(predicate, what)
+        with self.lock:
+            index = max(i for i, s in enumerate(self.status) if s is status)
+
+        def later_ones():
+            with self.lock:
+                return self.status[index + 1:index + 1 + count] \
+                    if len(self.status) > index + count else None
+        later = wait_for(later_ones, what=f'{count} more ~/status messages')
+        bad = [s for s in later if not predicate(s)]
+        assert not bad, f'~/status did not stay "{what}": {status} was followed by {bad}'
+        return status
+
     def clear(self):
         """Forget what was received (not /tf_static)."""
         with self.lock:
@@ -128,7 +155,7 @@ class Probe(Node):
         self._send(publisher, msg, 'commands_rejected')
 
     def _send(self, publisher, msg, key):
-        before = self.latest_status().get(key, 0) if key else 0
+        before = wait_for(self.latest_status, what='~/status')[key] if key else 0
         wait_for(lambda: publisher.get_subscription_count() > 0, what='the node subscribing')
         publisher.publish(msg)
         if key:
@@ -140,12 +167,19 @@ class Probe(Node):
         msg = wait_for(lambda: self.last(self.joint_states), what='/joint_states')
         return dict(zip(msg.name, msg.position))
 
+    def positions_at(self, sim_time):
+        """Wait until the newest /joint_states is stamped ``sim_time``; return its positions."""
+        def ready():
+            msg = self.last(self.joint_states)
+            return msg if msg and abs(stamp(msg.header) - sim_time) < 1e-9 else None
+        msg = wait_for(ready, what=f'/joint_states stamped t = {sim_time}')
+        return dict(zip(msg.name, msg.position))
+
     def fresh_positions(self, min_time):
         """Return {joint: position} of a /joint_states stamped at or after ``min_time``."""
         def ready():
             msg = self.last(self.joint_states)
-            stamp = msg and msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
-            return msg if msg and stamp >= min_time - 1e-9 else None
+            return msg if msg and stamp(msg.header) >= min_time - 1e-9 else None
         msg = wait_for(ready, what=f'/joint_states at t >= {min_time}')
         return dict(zip(msg.name, msg.position))
 
@@ -185,6 +219,11 @@ class RosHarness:
             if node is not None:
                 node.destroy_node()
         self.context.try_shutdown()
+
+
+def stamp(header):
+    """Return a message header's stamp in seconds."""
+    return header.stamp.sec + 1e-9 * header.stamp.nanosec
 
 
 def tf_children(messages):

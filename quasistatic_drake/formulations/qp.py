@@ -70,8 +70,10 @@ class QpStepSolution:
     status: str
     solve_time: float
     constraint_rows: int
-    recovery_dropped: bool = False   # set by the caller when phi was clipped at 0
+    recovery_dropped: bool = False   # set by the caller when phi was scaled down
+    recovery_fraction: float = 1.0   # the fraction of each penetration worked off
     tight_big_m: tuple[str, ...] = ()  # MIQP: big-M rows tight at the solution
+    rotation_limited: bool = False   # set by the caller when the objects' turn was bounded
 
 
 def qp_cost(n_v: int, h: float, robot_v_idx: np.ndarray, stiffness: np.ndarray,

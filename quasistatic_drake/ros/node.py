@@ -49,7 +49,7 @@ from quasistatic_drake.ros.params import (DESCRIPTIONS, DYNAMIC, NODE_NAME, node
                                           NodeParams, ParameterError, PARAMETERS,
                                           scenario_path)
 from quasistatic_drake.ros.session import make_meshcat, SimSession
-from quasistatic_drake.scenario import Scenario
+from quasistatic_drake.scenario import Scenario, ScenarioError
 
 STEP_BUDGET = 0.01        # [s] of stepping per step-timer callback before rclpy spins again
 RTF_WINDOW = 1.0          # [s] of wall time over which ~/status measures the real-time factor
@@ -75,7 +75,12 @@ class QuasistaticSimNode(Node):
         self.params = self._declare_parameters()
         scenario = self._load_scenario()
         self._meshcat = self._open_meshcat()
-        self.session = SimSession(scenario, self._meshcat)
+        try:
+            self.session = SimSession(scenario, self._meshcat)
+        except ScenarioError as err:    # found when the models are built (QuasistaticModel)
+            raise self._scenario_error(
+                err, " Fix: correct that entry of the scenario file (README: 'Scenario "
+                "files').") from None
         rooted = (set() if self.params.publish_robot_tf
                   else robots_rooted_at_world(self.session.plant.scenario))
         self.frames = frame_layout(self.session.model, self.params.frame_prefix,
@@ -110,15 +115,17 @@ class QuasistaticSimNode(Node):
         return params
 
     def _load_scenario(self) -> Scenario:
-        value = self.params.scenario
-        path = scenario_path(value)
         try:
-            return Scenario.from_yaml(path)
+            return Scenario.from_yaml(scenario_path(self.params.scenario))
         except (ValueError, OSError, RuntimeError) as err:
-            fix = "" if "Fix:" in str(err) else (
-                " Fix: pass a valid scenario YAML with --ros-args -p "
-                "scenario:=/path/to/scenario.yaml (README: 'Scenario files').")
-            raise SetupError(f"parameter 'scenario' = '{value}': {err}{fix}") from None
+            raise self._scenario_error(
+                err, " Fix: pass a valid scenario YAML with --ros-args -p "
+                "scenario:=/path/to/scenario.yaml (README: 'Scenario files').") from None
+
+    def _scenario_error(self, err: Exception, fix: str) -> SetupError:
+        """Return a SetupError naming the scenario parameter, with ``fix`` unless err has one."""
+        fix = "" if "Fix:" in str(err) else fix
+        return SetupError(f"parameter 'scenario' = '{self.params.scenario}': {err}{fix}")
 
     def _open_meshcat(self):
         if not self.params.meshcat:
@@ -180,19 +187,27 @@ class QuasistaticSimNode(Node):
         return any(timer.is_ready() for timer in self._publish_timers)
 
     def step_once(self) -> bool:
-        """Take one step under the current commands; return whether the node may go on."""
+        """
+        Take one step under the current commands; return whether the node may go on.
+
+        An exception of any type but KeyboardInterrupt (Drake's internal
+        failures arrive as SystemExit) leaves the state as before the step
+        (SimSession.step), pauses the node, sets ``error`` and logs how to
+        resume; it returns False.  So does a step the engine reports as
+        "error" (it caught a failure inside; q was kept); a solver failure
+        is counted and logged, and stepping goes on.
+        """
         now = time.monotonic()
         timeout = self.params.command_timeout
         self._report_stale(now, timeout)
         try:
             outcome = self.session.step(self.commands.current(now, timeout))
-        except Exception as err:   # noqa: B902 - any failure must leave the node running
-            self.error = f"{type(err).__name__}: {err}"
-            self.paused = True
-            self.get_logger().error(
-                f"step at t = {self.session.time:.3f} s raised {self.error}. The state is "
-                "kept as before the step and the simulation is paused: fix the cause, then "
-                "call ~/reset or ~/pause with data: false.")
+        except (Exception, SystemExit) as err:   # noqa: B902 - the node must keep running
+            self._pause_on_error(f"{type(err).__name__}: {err}", "the step raised")
+            return False
+        if outcome.status == "error":     # the engine caught a failure inside the step
+            self.failed_steps += 1
+            self._pause_on_error(outcome.error, "the step failed inside the engine")
             return False
         if not outcome.success:
             self.failed_steps += 1
@@ -200,6 +215,15 @@ class QuasistaticSimNode(Node):
                        f"solver reported '{outcome.status}'; q was kept (the last valid "
                        f"configuration). {self.failed_steps} failed step(s) so far.")
         return True
+
+    def _pause_on_error(self, error: str, what: str) -> None:
+        """Record ``error``, pause, and log it with how to resume."""
+        self.error = error
+        self.paused = True
+        self.get_logger().error(
+            f"step at t = {self.session.time:.3f} s: {what}: {error}. The state is kept as "
+            "before the step and the simulation is paused: fix the cause, then call ~/reset "
+            "or ~/pause with data: false.")
 
     def _report_stale(self, now: float, timeout: float) -> None:
         stale = set(self.commands.stale(now, timeout)) - self._stale_reported

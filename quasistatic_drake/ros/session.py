@@ -5,10 +5,13 @@ The node's simulation: a Diagram of QuasistaticPlant (and Meshcat) in a Simulato
 advances them one step h at a time: it fixes every robot's velocity command
 port to the given command, then ``AdvanceTo((k + 1) h)``
 (QuasistaticPlant's timing: the update at t_k = k h reads the command and
-yields q_{k+1}).  A failed solve leaves q as it was (the plant's rule); an
-exception in the step restores the time and state of before the step and is
-re-raised.  :meth:`SimSession.reset` starts over at t = 0 from the
-scenario's initial configuration.  No rclpy here.
+yields q_{k+1}).  A failed solve leaves q as it was (the plant's rule).  An
+exception in the step, of any type but KeyboardInterrupt (pydrake raises
+Drake's internal failures as SystemExit), puts back the time and the whole
+state of before the step (q, q_ref and the last StepOutcome) and is
+re-raised; the next call then takes exactly one step h from there.
+:meth:`SimSession.reset` starts over at t = 0 from the scenario's initial
+configuration.  No rclpy here.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ class SimSession:
         self.joints: JointLayout = joint_layout(self.plant.engine.model)
         self._q0 = self.plant.engine.default_positions()
         self.steps = 0
+        self._backup = self.diagram.AllocateContext()    # the state before the current step
         self.reset()
 
     @property
@@ -72,12 +76,11 @@ class SimSession:
     def step(self, command: np.ndarray) -> StepOutcome:
         """Advance one step h under ``command`` (one velocity per joint); return its outcome."""
         self._fix_commands(np.asarray(command, dtype=float))
-        backup = (self.time, self.plant.get_positions(self.plant_context),
-                  self.plant.get_reference(self.plant_context))
+        self._backup.SetTimeStateAndParametersFrom(self.context)
         try:
             self.simulator.AdvanceTo((self.steps + 1) * self.time_step)
-        except Exception:
-            self._restore(*backup)
+        except (Exception, SystemExit):   # noqa: B902 - restore on anything but Ctrl-C
+            self._restore()
             raise
         self.steps += 1
         return self.outcome()
@@ -113,11 +116,12 @@ class SimSession:
             self.plant.get_velocity_command_input_port(robot).FixValue(
                 self.plant_context, command[rows])
 
-    def _restore(self, time: float, q: np.ndarray, q_ref: np.ndarray) -> None:
-        """Put back the time and state of before a step that raised."""
-        self.context.SetTime(time)
-        self.plant.set_positions(self.plant_context, q)
-        self.plant_context.SetDiscreteState(1, q_ref)
+    def _restore(self) -> None:
+        """Put back the time and whole state of before a step that raised."""
+        self.context.SetTimeStateAndParametersFrom(self._backup)
+        # The Simulator requires Initialize() after its time moved back, and
+        # re-arms the periodic update at the restored time.
+        self.simulator.Initialize()
 
 
 def make_meshcat(port: int) -> Meshcat:

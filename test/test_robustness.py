@@ -1,0 +1,300 @@
+"""
+Never sink, never freeze: the reproductions of the fuzz, soak and flood issue, engine side.
+
+* Objects at a table's edge: a box resting with its centre 4 cm inside the
+  edge stays put; a pushed box never goes below -1 mm and tips only once its
+  centre passes the edge; the table's edge holds a box, a convex mesh and a
+  lying cylinder that overhang it.
+* Large motions in one step: a box tilted 0.3 rad on one edge falls flat
+  without sinking; a box pushed 22 mm down onto the table in one step does
+  not tunnel with a corner that started beyond the detection tolerance.
+* Buried robots: pads fully inside the table climb out; the spring
+  reference's lead over the joints is bounded; a penetration deeper than the
+  joints' velocity limits can undo in one step is worked off over several.
+* Model-file velocity limits bound the joints, whatever the command.
+"""
+
+import numpy as np
+from pydrake.math import RollPitchYaw
+import pytest
+import yaml
+
+from quasistatic_drake import QuasistaticSimulator, Scenario, ScenarioError
+from quasistatic_drake.model import DEFAULT_MAX_LEAD
+from quasistatic_drake.simulator import LINEARISATION_ERROR
+
+from conftest import (ground_entry, make_sim, PENETRATION_LIMIT, pose_xyz_rpy, REPO_ROOT,
+                      sdf_box_object, sdf_shape_object, write)
+
+TABLE_EDGE_X = 0.6          # config/finger_push.yaml: the 1.2 m table is centred at x = 0
+FINGER_AWAY = [-0.3, 0.0, 0.3]
+
+
+def config_sim(name, **changes):
+    """Return a simulator for config/<name>.yaml with top-level keys or entries changed."""
+    data = yaml.safe_load(open(f'{REPO_ROOT}/config/{name}.yaml'))
+    for key, value in changes.items():
+        section, _, field = key.partition('__')
+        if field:
+            data[section][0][field] = value
+        else:
+            data[section] = value
+    return QuasistaticSimulator(Scenario.from_dict(data, base_dir=f'{REPO_ROOT}/config'))
+
+
+def roll(sim, q, commands, steps, q_ref=None):
+    """Step; return the q, q_ref and StepResult of every step."""
+    out = []
+    for _ in range(steps):
+        result = sim.step(q, commands, q_ref=q_ref)
+        assert result.success, (result.status, result.error)
+        q, q_ref = result.q_next, result.q_ref_next
+        out.append(result)
+    return out
+
+
+# ----- objects at the table's edge ------------------------------------------------------
+def test_box_resting_with_its_centre_inside_the_edge_stays_put():
+    sim = config_sim('finger_push', objects__initial_pose={'xyz': [0.56, 0, 0.05]},
+                     robots__initial_positions=FINGER_AWAY)
+    q0 = sim.default_positions()
+    results = roll(sim, q0, {}, 20)
+    xyz, rpy = pose_xyz_rpy(sim, results[-1].q_next, 'box')
+    np.testing.assert_allclose(xyz, [0.56, 0, 0.05], atol=1e-6)
+    assert np.max(np.abs(rpy)) < 1e-6
+    assert min(r.min_phi_next for r in results) > -1e-6
+
+
+def test_table_edge_under_an_overhanging_box_is_in_the_manifold():
+    """The table's top edge at x = 0.6 crosses the box's bottom face: two corners there."""
+    sim = config_sim('finger_push', objects__initial_pose={'xyz': [0.56, 0, 0.05]},
+                     robots__initial_positions=FINGER_AWAY)
+    sim.model.set_positions(sim.default_positions())
+    contacts = sim.detector.detect(0.02)
+    support = {(round(p[0], 9), round(p[1], 9)) for p, phi, n, b in zip(
+        contacts.point_A_W, contacts.phi, contacts.normal_W, contacts.body_b)
+        if 'table' in b and abs(phi) < 1e-9 and abs(n[2]) > 1 - 1e-9}
+    assert {(0.51, -0.05), (0.51, 0.05), (0.6, -0.05), (0.6, 0.05)} <= support
+
+
+def test_pushed_box_never_sinks_and_tips_only_past_the_edge():
+    sim = config_sim('finger_push')
+    q, q_ref = sim.default_positions(), None
+    deepest, tipped_at = np.inf, None
+    for _ in range(80):
+        result = sim.step(q, {'finger': [0.1, 0, 0]}, q_ref=q_ref)
+        assert result.success
+        q, q_ref = result.q_next, result.q_ref_next
+        deepest = min(deepest, sim.min_signed_distance(q))
+        xyz, rpy = pose_xyz_rpy(sim, q, 'box')
+        if tipped_at is None and abs(rpy[1]) > 0.05:
+            tipped_at = xyz[0]
+    assert deepest > PENETRATION_LIMIT
+    assert tipped_at is not None and tipped_at > TABLE_EDGE_X, 'tips once its centre passes'
+    assert xyz[2] < -0.5, 'then it falls off'
+
+
+@pytest.mark.parametrize('shape', ['box', 'convex'])
+def test_overhanging_box_or_mesh_is_held_by_the_table_edge(tmp_path, shape):
+    """A 10 cm box or hull with its centre 2 cm inside a ground slab's edge stays put."""
+    if shape == 'box':
+        model = sdf_box_object('crate', [0.1] * 3, 1.0)
+    else:
+        (tmp_path / 'cube.obj').write_text(_cube_obj(0.05))
+        model = sdf_shape_object('crate', '<mesh><uri>cube.obj</uri><drake:declare_convex/>'
+                                 '</mesh>', 1.0, [1.7e-3] * 3)
+    sim = make_sim(tmp_path, {
+        'objects': [{'name': 'crate', 'file': write(tmp_path, 'crate.sdf', model),
+                     'initial_pose': {'xyz': [0.98, 0.0, 0.05]}}],
+        'environment': [ground_entry(tmp_path)]})                 # slab edge at x = 1.0
+    results = roll(sim, sim.default_positions(), {}, 10)
+    xyz, rpy = pose_xyz_rpy(sim, results[-1].q_next, 'crate')
+    np.testing.assert_allclose(xyz, [0.98, 0, 0.05], atol=1e-5)
+    assert np.max(np.abs(rpy)) < 1e-5
+
+
+def _cube_obj(half):
+    """Return a Wavefront OBJ cube of half side ``half``."""
+    v = [(x, y, z) for x in (-half, half) for y in (-half, half) for z in (-half, half)]
+    faces = [(1, 3, 4, 2), (5, 6, 8, 7), (1, 2, 6, 5), (3, 7, 8, 4), (1, 5, 7, 3), (2, 4, 8, 6)]
+    return '\n'.join([f'v {x} {y} {z}' for x, y, z in v]
+                     + [f'f {" ".join(map(str, f))}' for f in faces]) + '\n'
+
+
+def test_lying_cylinder_across_the_table_edge_is_held_by_the_edge(tmp_path):
+    """Its centre 2 cm inside the edge: the edge's deepest point on the curved side holds it."""
+    geometry = '<cylinder><radius>0.03</radius><length>0.14</length></cylinder>'
+    model = sdf_shape_object('roll', geometry, 0.4, [1e-3, 1e-3, 2e-4])
+    sim = make_sim(tmp_path, {
+        'objects': [{'name': 'roll', 'file': write(tmp_path, 'roll.sdf', model),
+                     'initial_pose': {'xyz': [0.98, 0.0, 0.03], 'rpy': [0, np.pi / 2, 0.3]}}],
+        'environment': [ground_entry(tmp_path)]})
+    sim.model.set_positions(sim.default_positions())
+    contacts = sim.detector.detect(0.02)
+    on_edge = [p for p, phi in zip(contacts.point_A_W, contacts.phi)
+               if abs(p[0] - 1.0) < 1e-6 and abs(phi) < 1e-6]
+    assert on_edge, 'a contact where the slab edge meets the cylinder side'
+    results = roll(sim, sim.default_positions(), {}, 10)
+    xyz, rpy = pose_xyz_rpy(sim, results[-1].q_next, 'roll')
+    np.testing.assert_allclose(xyz, [0.98, 0, 0.03], atol=1e-5)
+    assert min(r.min_phi_next for r in results) > -1e-6
+
+
+# ----- large motions in one step --------------------------------------------------------
+def test_box_tilted_on_one_edge_falls_flat_without_sinking():
+    tilt = 0.3
+    sim = config_sim('finger_push', robots__initial_positions=FINGER_AWAY, objects__initial_pose={
+        'xyz': [0, 0, 0.05 * (np.cos(tilt) + np.sin(tilt))], 'rpy': [tilt, 0, 0]})
+    results = roll(sim, sim.default_positions(), {}, 8)
+    assert min(sim.min_signed_distance(r.q_next) for r in results) > -LINEARISATION_ERROR
+    xyz, rpy = pose_xyz_rpy(sim, results[-1].q_next, 'box')
+    assert abs(xyz[2] - 0.05) < 1e-6 and np.max(np.abs(rpy)) < 1e-6
+
+
+def test_a_turn_too_large_for_the_linearised_contacts_is_solved_again_bounded():
+    """The rounded box on its side, the arm under a fuzzed extreme command: -11.3 mm unbounded."""
+    sim = QuasistaticSimulator(Scenario.from_yaml(
+        f'{REPO_ROOT}/config/arm_pick_place_rounded_box.yaml'))
+    result = sim.step(np.array(TOO_FAR['q']), TOO_FAR['commands'],
+                      q_ref=np.array(TOO_FAR['q_ref']))
+    assert result.success and result.rotation_limited
+    assert sim.min_signed_distance(result.q_next) > -LINEARISATION_ERROR
+
+
+TOO_FAR = {  # benchmarks/fuzz.py, arm_pick_place_rounded_box, seed 0
+    'q': [2.966443987306372, -1.5154034658027893, -0.9220207047968559, 0.9335606868778402,
+          1.6470716619904142, -1.882640982077022, 0.6803446258443908, 0.055, 0.020914759818975472,
+          0.5432132243438526, 0.5432132243438527, -0.45268023250187883, -0.45268023250187944,
+          0.5610352549660705, -0.1265815923306345, 0.030000000000000065],
+    'q_ref': [2.9670597, -1.5162172436944494, -0.9214771310902405, 0.9337458971056788,
+              1.6468458770867014, -1.8834757336900514, 0.6804277381000542, 0.055,
+              0.020727961317491585],
+    'commands': {'iiwa': [-88.70519698676914, 69.1301177397702, 129.14741749045362,
+                          64.58799676475769, -182.79575135761195, 158.58444398796857,
+                          74.45108039104589, -2.7929715069575645, 10.7361828673303]}}
+
+
+def test_box_pushed_down_does_not_tunnel_with_a_far_corner():
+    """A tilted box 19 mm above the table, pushed 22 mm down: a corner 21 mm away hit it."""
+    sim = QuasistaticSimulator(Scenario.from_yaml(f'{REPO_ROOT}/config/bench_pad_push.yaml'))
+    q = np.array(FAR_CORNER['q'])
+    result = sim.step(q, FAR_CORNER['commands'], q_ref=np.array(FAR_CORNER['q_ref']))
+    assert result.success and result.resolves >= 1
+    assert sim.min_signed_distance(result.q_next) > -1e-4
+
+
+FAR_CORNER = {  # benchmarks/fuzz.py on bench_pad_push, seed 0, step 329: -1.25 mm before the fix
+    'q': [0.06924785208521101, 0.11478838102339386, 0.2567179618981839, 0.9976829081209224,
+          -0.03330003883201776, -0.011714153497286432, -0.05768946624587066,
+          0.18805017862262286, 0.0015988009633096906, 0.07313193095447766],
+    'q_ref': [0.07489545025373028, 0.11470289283768036, 0.25003813008862554],
+    'commands': {'pads': [-0.054747948324000345, -0.32064509803744823, 4.680847031091062e-07]}}
+
+
+# ----- buried robots ----------------------------------------------------------------------
+def test_buried_pads_climb_out():
+    """Pads fully inside the table (lift -0.03 m), commanded up: out within 3 steps."""
+    sim = config_sim('two_pads_lift', robots__initial_positions=[-0.03, -0.07, 0.07])
+    q0 = sim.default_positions()
+    assert sim.min_signed_distance(q0) < -0.05
+    results = roll(sim, q0, {'pads': [0.2, 0, 0]}, 10)
+    phis = [sim.min_signed_distance(r.q_next) for r in results]
+    assert max(phis[:3]) > PENETRATION_LIMIT, 'out within 3 steps'
+    assert min(phis[3:]) > PENETRATION_LIMIT
+    assert sim.robot_positions(results[-1].q_next, 'pads')[0] > 0.1, 'and it keeps rising'
+
+
+def test_reference_lead_is_bounded_while_a_robot_is_blocked():
+    """Pads pushed into the table for 10 s: the reference leads by max_reference_lead at most."""
+    sim = config_sim('two_pads_lift')
+    q, q_ref = sim.default_positions(), None
+    for _ in range(100):
+        result = sim.step(q, {'pads': [-0.5, 0, 0]}, q_ref=q_ref)
+        q, q_ref = result.q_next, result.q_ref_next
+    lift = sim.robot_positions(q, 'pads')[0]
+    assert lift > 0.03 - 1e-6, 'held by the table'
+    assert q_ref[0] == pytest.approx(lift - DEFAULT_MAX_LEAD['prismatic'], abs=1e-12)
+    assert result.reference_limited
+    up = sim.step(q, {'pads': [0.5, 0, 0]}, q_ref=q_ref)    # the lead unwinds at once
+    assert up.q_ref_next[0] == pytest.approx(q_ref[0] + 0.05, abs=1e-12)
+
+
+def test_max_reference_lead_is_honoured_and_checked(tmp_path):
+    sim = config_sim('two_pads_lift', robots__max_reference_lead=[0.01, 0.02, 0.02])
+    q, q_ref = sim.default_positions(), None
+    for _ in range(20):
+        result = sim.step(q, {'pads': [-0.5, 0, 0]}, q_ref=q_ref)
+        q, q_ref = result.q_next, result.q_ref_next
+    assert sim.robot_positions(q, 'pads')[0] - q_ref[0] == pytest.approx(0.01, abs=1e-12)
+    with pytest.raises(ScenarioError, match=r'robots\[0\]\.max_reference_lead: expected 3 '
+                                            r'values.*Fix'):
+        config_sim('two_pads_lift', robots__max_reference_lead=[0.01])
+    with pytest.raises(ScenarioError, match=r'robots\[0\]\.max_reference_lead\[1\]'):
+        config_sim('two_pads_lift', robots__max_reference_lead=[0.01, -1, 0.01])
+
+
+def test_penetration_beyond_one_step_of_velocity_is_worked_off_over_steps():
+    """A pad 60 mm deep at h = 0.02 s moves 20 mm a step at most (1 m/s): 3 steps, partly."""
+    sim = config_sim('two_pads_lift', time_step=0.02,
+                     robots__initial_positions=[-0.03, -0.07, 0.07])
+    results = roll(sim, sim.default_positions(), {'pads': [0.0, 0, 0]}, 6)
+    assert results[0].recovery_dropped and 0.0 < results[0].recovery_fraction < 1.0
+    phis = [sim.min_signed_distance(r.q_next) for r in results]
+    assert all(b > a for a, b in zip(phis[:2], phis[1:3])), 'it comes out a little each step'
+    assert phis[-1] > PENETRATION_LIMIT
+
+
+# ----- velocity limits ----------------------------------------------------------------------
+def test_joint_velocity_limits_bound_the_joints():
+    """two_pads.urdf's joints have <limit velocity="1.0">: a 30 m/s command moves 0.1 m/step."""
+    sim = config_sim('two_pads_lift')
+    q = sim.default_positions()
+    result = sim.step(q, {'pads': [30.0, 0, 0]})
+    assert sim.robot_positions(result.q_next, 'pads')[0] - 0.05 == pytest.approx(0.1, abs=1e-9)
+    assert result.q_ref_next[0] == pytest.approx(0.05 + DEFAULT_MAX_LEAD['prismatic'] + 0.1)
+
+
+# ----- the README's statement about a box pushed through its centre ------------------------
+@pytest.mark.parametrize('h', [0.1, 0.05, 0.02, 0.01])
+def test_quasi_dynamic_push_through_the_centre_keeps_zero_yaw(h):
+    """Quasi-dynamic mode: the round-off yaw grows per centimetre pushed, not per step."""
+    sim = config_sim('finger_push', time_step=h, quasi_dynamic=True)
+    q, q_ref = sim.default_positions(), None
+    for _ in range(int(round(3.0 / h))):
+        result = sim.step(q, {'finger': [0.1, 0, 0]}, q_ref=q_ref)
+        q, q_ref = result.q_next, result.q_ref_next
+    yaw = RollPitchYaw(sim.object_pose(q, 'box').rotation()).vector()[2]
+    assert abs(np.degrees(yaw)) < 1e-5
+
+
+# ----- nothing inside a step ends the process -----------------------------------------------
+@pytest.mark.parametrize('failure', [
+    SystemExit('Failure at geometry/foo.cc:1 in Bar(): condition failed.'),
+    RuntimeError('solver crashed'), ZeroDivisionError('division by zero'), MemoryError()],
+    ids=['drake_check', 'runtime', 'zero_division', 'memory'])
+def test_any_failure_inside_a_step_is_reported_and_keeps_q(monkeypatch, failure):
+    sim = config_sim('two_pads_lift')
+    q = sim.default_positions()
+    real_detect = sim.detector.detect
+
+    def detect(*args, **kwargs):
+        raise failure
+    monkeypatch.setattr(sim.detector, 'detect', detect)
+    result = sim.step(q, {'pads': [0.1, 0, 0]})
+    assert result.status == 'error' and not result.success
+    assert result.error.startswith(type(failure).__name__)
+    np.testing.assert_array_equal(result.q_next, q)
+    monkeypatch.setattr(sim.detector, 'detect', real_detect)
+    after = sim.step(q, {'pads': [0.1, 0, 0]})                  # the engine is still usable
+    assert after.success
+    assert sim.robot_positions(after.q_next, 'pads')[0] == pytest.approx(0.06, abs=1e-9)
+
+
+def test_ctrl_c_inside_a_step_is_not_swallowed(monkeypatch):
+    sim = config_sim('two_pads_lift')
+
+    def detect(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(sim.detector, 'detect', detect)
+    with pytest.raises(KeyboardInterrupt):
+        sim.step(sim.default_positions(), {})
