@@ -36,7 +36,7 @@ from pydrake.multibody.tree import JointIndex
 from quasistatic_drake.compile_notice import compile_notice
 from quasistatic_drake.contact import ContactSet, thin_contacts
 from quasistatic_drake.contact_detection import ContactDetector, proximity_pairs
-from quasistatic_drake.manifold import sweep_lengths
+from quasistatic_drake.manifold import body_motions, sweep_lengths
 from quasistatic_drake.formulations.miqp import contact_impulses_miqp, miqp_data
 from quasistatic_drake.formulations.miqp_backends import (BACKENDS as MIQP_BACKENDS,
                                                           MiqpSolverMissing, MiqpTooLarge)
@@ -454,25 +454,32 @@ class QuasistaticSimulator:
         Return a wider detection tolerance if the step could reach an unseen point, else None.
 
         A body can move further in one step than the detection tolerance (an
-        object falling free, a fast arm).  Every point of a moving body B sweeps
-        at most s_B = h (|v_B| + |w_B| R_B), R_B the radius of its geometry about
-        its origin.  Two bodies can only meet if their distance is below
-        s_A + s_B, and points of a pair already in contact lie up to s_A + s_B
-        apart too (a tilted box 19 mm above the table, pushed down 22 mm, hit
-        it with a corner that was 21 mm away).  When such a reach exceeds the
-        tolerance, the step is solved again from q with the tolerance widened
-        to cover it.
+        object falling free, a fast arm).  A point of body B moves by at most
+        |s_B| + t_B, where s_B = h v_B is its origin's displacement and
+        t_B = h |w_B| R_B, R_B the radius of its geometry about its origin; two
+        points of bodies A and B close in by at most |s_A - s_B| + t_A + t_B
+        (a fixed body: s = 0, t = 0).  Points of a pair already in contact lie
+        up to that apart too (a tilted box 19 mm above the table, pushed down
+        22 mm, hit it with a corner that was 21 mm away), while a cylinder
+        carried by the fingers closes in on them by no more than its slip.
+        When such a reach exceeds the tolerance, the step is solved again from
+        q with the tolerance widened to cover it.
         """
         J_w, J_v, _ = self.model.body_jacobians()
-        sweeps = sweep_lengths(J_w, J_v, self.model.moving_radii, v, self.h)
+        shift, turn = body_motions(J_w, J_v, self.model.moving_radii, v, self.h)
+        sweeps = np.sqrt(np.einsum('ij,ij->i', shift, shift)) + turn
         if 2.0 * np.max(sweeps, initial=0.0) <= tolerance:
             return None
         slot = self.model.moving_slot
         geometries = self.model.geometries
         reach_needed = 0.0
         for pair in proximity_pairs(self.model, 2.0 * np.max(sweeps)):
-            a, b = geometries[pair.id_A], geometries[pair.id_B]
-            reach = sum(sweeps[slot[g.body_index]] for g in (a, b) if g.body_index in slot)
+            a = slot.get(geometries[pair.id_A].body_index)
+            b = slot.get(geometries[pair.id_B].body_index)
+            s_a = shift[a] if a is not None else _NO_SHIFT
+            s_b = shift[b] if b is not None else _NO_SHIFT
+            reach = (math.sqrt((s_a - s_b) @ (s_a - s_b)) + (turn[a] if a is not None else 0.0)
+                     + (turn[b] if b is not None else 0.0))
             distance = pair.distance if np.isfinite(pair.distance) else 0.0
             if distance < reach:
                 reach_needed = max(reach_needed, reach)
@@ -642,6 +649,9 @@ class QuasistaticSimulator:
         if self._last is not None and q.tobytes() == self._last.q_next.tobytes():
             return self._last.q_ref_next.copy()
         return q[self._robot_q_idx].copy()
+
+
+_NO_SHIFT = np.zeros(3)
 
 
 def _concat(parts: list[np.ndarray]) -> np.ndarray:
