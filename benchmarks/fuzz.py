@@ -52,9 +52,7 @@ from collections import Counter
 from dataclasses import replace
 import functools
 import json
-import os
 from pathlib import Path
-import platform
 import sys
 import time
 from typing import Optional
@@ -67,6 +65,7 @@ from pydrake.multibody.tree import BodyIndex
 from quasistatic_drake import QuasistaticSimulator, Scenario
 from quasistatic_drake.paths import package_share_dir
 from quasistatic_drake.shapes import BOX
+from report import machine, write_json
 
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the Agg backend)
@@ -701,12 +700,10 @@ def main() -> None:
     if not args.series:
         for r in results:
             r.pop('series')
-    summary = {'machine': {'platform': platform.platform(), 'python': platform.python_version(),
-                           'cpus': os.cpu_count()},
+    summary = {'machine': machine(),
                'command': ' '.join(sys.argv), 'seed': args.seed, 'scenes': results,
                'scene_errors': errors}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(summary, indent=1, default=float))
+    write_json(args.json, summary, indent=1)
     print(f'wrote {args.json} and {args.png}')
 
 

@@ -51,16 +51,15 @@ a PNG (RSS and steps per second against steps).
 import argparse
 import gc
 import hashlib
-import json
 import os
 from pathlib import Path
-import platform
 import time
 
 import matplotlib
 import numpy as np
 
 from quasistatic_drake import QuasistaticSimulator, Scenario
+from report import machine, write_results
 
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the Agg backend)
@@ -449,16 +448,11 @@ def main() -> None:
     print(f'RSS: {rss_source}')
     results = [soak_scene(p, hours, args.repeats, args.seed, args.checkpoint_every, rss)
                for p in args.scenes]
-    summary = {'machine': {'platform': platform.platform(),
-                           'python': platform.python_version(), 'cpus': os.cpu_count()},
+    summary = {'machine': machine(),
                'rss_source': rss_source, 'checkpoint_every': args.checkpoint_every,
                'warm_up_fraction': WARM_UP_FRACTION,
                'scenes': {Path(r['scene']).stem: r for r in results}}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(summary, indent=2))
-    args.png.parent.mkdir(parents=True, exist_ok=True)
-    plot(results, args.png)
-    print(f'wrote {args.json} and {args.png}')
+    write_results(summary, args.json, args.png, lambda path: plot(results, path))
 
 
 if __name__ == '__main__':

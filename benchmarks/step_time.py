@@ -21,10 +21,7 @@ counted.  Prints tables and writes JSON and a PNG.
 """
 
 import argparse
-import json
-import os
 from pathlib import Path
-import platform
 import time
 
 import matplotlib
@@ -37,6 +34,7 @@ from quasistatic_drake import QuasistaticSimulator, Scenario
 from quasistatic_drake.paths import package_share_dir
 from quasistatic_drake.pick_and_place import PickPlaceTask, plan_pick_and_place
 from quasistatic_drake.quasistatic_plant import QuasistaticPlant
+from report import machine, write_results
 
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the Agg backend)
@@ -182,8 +180,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error('--repeats must be at least 1')
-    summary = {'machine': {'platform': platform.platform(),
-                           'python': platform.python_version(), 'cpus': os.cpu_count()}}
+    summary = {'machine': machine()}
     histograms = {}
     if args.scene in ('all', 'two_pads'):
         summary['two_pads'], times = bench_two_pads(args.repeats)
@@ -191,11 +188,7 @@ def main() -> None:
     if args.scene in ('all', 'arm'):
         summary['arm'], times = bench_arm(args.repeats)
         histograms['arm, gripper, cylinder: plant update, h = 0.1 s'] = (times, 1000, 'update')
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(summary, indent=2))
-    args.png.parent.mkdir(parents=True, exist_ok=True)
-    plot(histograms, args.png)
-    print(f'wrote {args.json} and {args.png}')
+    write_results(summary, args.json, args.png, lambda path: plot(histograms, path))
 
 
 if __name__ == '__main__':

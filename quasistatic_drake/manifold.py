@@ -196,6 +196,44 @@ def _cylinder(radius, half_length, x, y, z, grad):
 
 
 @numba.njit(cache=True)
+def _cylinder_towards(radius, half_length, x, y, z, prefer, depth, grad):
+    """
+    Return a cylinder's distance at a point, with the normal a contact there takes.
+
+    Outside and up to TIE_BAND inside it is the exact field (_cylinder): a
+    box's corner on the rim keeps the cap's normal or the side's, whichever
+    is nearer (its vertex and its edges may give both rows).  Deeper, as for
+    a polyhedron (_polyhedron_towards), the nearest surface is not always
+    the way out: a table's edge 6 mm inside an arm's short link is nearest
+    its cap, and pushing the link along its axis, through the table,
+    contradicts every other contact of the pair.  Such a point takes, among
+    the side and the two caps it lies at most max(|d|, |depth|) + TIE_BAND
+    beneath, the surface most in line with ``prefer`` (field frame), and that
+    surface's depth; of equally aligned surfaces the nearest.
+    """
+    d = _cylinder(radius, half_length, x, y, z, grad)
+    if d > -TIE_BAND:
+        return d
+    rho = math.sqrt(x * x + y * y)
+    ux, uy = (x / rho, y / rho) if rho > 1e-12 else (1.0, 0.0)
+    floor = min(d, depth) - TIE_BAND
+    best, chosen = -np.inf, d
+    for side in range(3):              # the side, the top cap, the bottom cap
+        if side == 0:
+            d_i, nx, ny, nz = rho - radius, ux, uy, 0.0
+        else:
+            sign = 1.0 if side == 1 else -1.0
+            d_i, nx, ny, nz = sign * z - half_length, 0.0, 0.0, sign
+        if d_i < floor:
+            continue
+        along = nx * prefer[0] + ny * prefer[1] + nz * prefer[2]
+        if along > best + 1e-12 or (along >= best - 1e-12 and d_i > chosen):
+            best, chosen = along, d_i
+            grad[0], grad[1], grad[2] = nx, ny, nz
+    return chosen
+
+
+@numba.njit(cache=True)
 def pair_manifolds(R, o, pair_A, pair_B, pair_normal, has_closest, closest_phi, closest_A,
                    closest_B,
                    block_pair, block_feature, block_field, block_a_is_feature,
@@ -235,6 +273,7 @@ def pair_manifolds(R, o, pair_A, pair_B, pair_normal, has_closest, closest_phi, 
     for b in range(n_blocks):        # an edge crosses at most (planes - 1) plane boundaries
         n_max += (block_edge_start[b + 1] - block_edge_start[b]) * max(
             block_field_planes[b, 1] - 1, 1)
+    n_max *= 2                       # a point at a cylinder's rim adds a second row
     phi = np.empty(n_max)
     p_A = np.empty((n_max, 3))
     p_B = np.empty((n_max, 3))
@@ -249,7 +288,7 @@ def pair_manifolds(R, o, pair_A, pair_B, pair_normal, has_closest, closest_phi, 
         first = block_field_planes[b, 0]
         field_planes = planes[first:first + block_field_planes[b, 1]]
         depth = min(closest_phi[k], 0.0) if has_closest[k] else 0.0
-        if block_field_kind[b] == CONVEX or block_field_kind[b] == BOX:
+        if block_field_kind[b] in (CONVEX, BOX, CYLINDER):
             _pair_direction(R[s], o[s], o[f], has_closest[k], pair_normal[k],
                             block_a_is_feature[b], block_field_kind[b], block_field_params[b],
                             field_planes, prefer)
@@ -271,8 +310,8 @@ def pair_manifolds(R, o, pair_A, pair_B, pair_normal, has_closest, closest_phi, 
             if block_field_kind[b] == CYLINDER or block_field_kind[b] == CAPSULE:
                 count = _test_edge_on_curve(R[f], o[f], edges_G[e], R[s], o[s],
                                             block_field_kind[b], block_field_params[b],
-                                            block_a_is_feature[b], k, tolerance,
-                                            phi, p_A, p_B, normal, pair, count)
+                                            prefer, depth, block_a_is_feature[b], k,
+                                            tolerance, phi, p_A, p_B, normal, pair, count)
             else:
                 count = _test_edge(R[f], o[f], edges_G[e], R[s], o[s], field_planes, prefer,
                                    depth, block_a_is_feature[b], k, tolerance, lines,
@@ -304,11 +343,28 @@ def _test_point(R_F, o_F, centre_G, radius, R_S, o_S, field_kind, field_params, 
     if field_kind == CONVEX or field_kind == BOX:
         d = _polyhedron_towards(field_planes, local[0], local[1], local[2], prefer, depth,
                                 grad)
+    elif field_kind == CYLINDER:
+        d = _cylinder_towards(field_params[3], field_params[4], local[0], local[1], local[2],
+                              prefer, depth, grad)
     else:
         d = point_signed_distance(field_kind, field_params, field_planes, local[0], local[1],
                                   local[2], grad)
     if d - radius > tolerance:
         return count
+    count = _append(c, d, radius, grad, R_S, a_is_feature, k, phi, p_A, p_B, normal, pair,
+                    count)
+    if field_kind == CYLINDER:
+        d_rim = _rim_second(field_params[3], field_params[4], local[0], local[1], local[2], d,
+                            grad)
+        if d_rim <= 0.0:
+            count = _append(c, d_rim, radius, grad, R_S, a_is_feature, k, phi, p_A, p_B,
+                            normal, pair, count)
+    return count
+
+
+@numba.njit(cache=True)
+def _append(c, d, radius, grad, R_S, a_is_feature, k, phi, p_A, p_B, normal, pair, count):
+    """Append the contact of a sphere of ``radius`` at c (world) at distance d along grad."""
     for r in range(3):
         out = R_S[r, 0] * grad[0] + R_S[r, 1] * grad[1] + R_S[r, 2] * grad[2]
         on_feature = c[r] - radius * out
@@ -320,6 +376,32 @@ def _test_point(R_F, o_F, centre_G, radius, R_S, o_S, field_kind, field_params, 
     phi[count] = d - radius
     pair[count] = k
     return count + 1
+
+
+@numba.njit(cache=True)
+def _rim_second(radius, half_length, x, y, z, d, grad):
+    """
+    Return the depth below a cylinder's other surface at its rim, or +inf; writes its normal.
+
+    A point on or inside a cylinder within TIE_BAND of both its side and a
+    cap touches the rim: it needs both rows, for either surface can be the
+    one it goes through (a finger's corner on the rim of a rolling cylinder
+    went 1.3 mm through the cap that its single side row did not see).  The
+    first row has the exact field's normal, the nearer surface (``d``); this
+    is the other one's.  Outside the cylinder, or away from the rim: +inf.
+    """
+    if d > _ON_SURFACE:
+        return np.inf
+    rho = math.sqrt(x * x + y * y)
+    w_r, w_z = rho - radius, abs(z) - half_length
+    if min(w_r, w_z) < -TIE_BAND:
+        return np.inf
+    if w_r >= w_z:                       # the side was taken: now the cap
+        grad[0], grad[1], grad[2] = 0.0, 0.0, math.copysign(1.0, z)
+        return w_z
+    ux, uy = (x / rho, y / rho) if rho > 1e-12 else (1.0, 0.0)
+    grad[0], grad[1], grad[2] = ux, uy, 0.0
+    return w_r
 
 
 @numba.njit(cache=True)
@@ -408,8 +490,8 @@ def _curved_distance(field_kind, params, p0, dp, t, grad):
 
 
 @numba.njit(cache=True)
-def _test_edge_on_curve(R_F, o_F, edge_G, R_S, o_S, field_kind, field_params, a_is_feature, k,
-                        tolerance, phi, p_A, p_B, normal, pair, count):
+def _test_edge_on_curve(R_F, o_F, edge_G, R_S, o_S, field_kind, field_params, prefer, depth,
+                        a_is_feature, k, tolerance, phi, p_A, p_B, normal, pair, count):
     """
     Append an edge's deepest point against a cylinder or capsule field, if within tolerance.
 
@@ -417,7 +499,9 @@ def _test_edge_on_curve(R_F, o_F, edge_G, R_S, o_S, field_kind, field_params, a_
     is no vertex of either shape: the table's top edge under a cylinder lying
     across it.  The signed distance to a convex shape is convex along a line,
     so a golden-section search over the edge finds its minimum.  A minimum at
-    an end is that end's vertex, tested as a feature point already.
+    an end is that end's vertex, tested as a feature point already.  Inside
+    a cylinder the point's normal and depth follow the pair's direction
+    (_cylinder_towards with ``prefer`` and ``depth``).
     """
     grad = np.empty(3)
     p0 = R_S.T @ (o_F + R_F @ edge_G[0] - o_S)
@@ -447,18 +531,20 @@ def _test_edge_on_curve(R_F, o_F, edge_G, R_S, o_S, field_kind, field_params, a_
         return count
     local = p0 + t * dp
     d = _curved_distance(field_kind, field_params, p0, dp, t, grad)
+    if field_kind == CYLINDER:
+        d = _cylinder_towards(field_params[3], field_params[4], local[0], local[1], local[2],
+                              prefer, depth, grad)
     if d > tolerance:
         return count
-    out = R_S @ grad
     c = o_S + R_S @ local
-    for r in range(3):
-        if a_is_feature:
-            p_A[count, r], p_B[count, r], normal[count, r] = c[r], c[r] - d * out[r], -out[r]
-        else:
-            p_A[count, r], p_B[count, r], normal[count, r] = c[r] - d * out[r], c[r], out[r]
-    phi[count] = d
-    pair[count] = k
-    return count + 1
+    count = _append(c, d, 0.0, grad, R_S, a_is_feature, k, phi, p_A, p_B, normal, pair, count)
+    if field_kind == CYLINDER:
+        d_rim = _rim_second(field_params[3], field_params[4], local[0], local[1], local[2], d,
+                            grad)
+        if d_rim <= 0.0:
+            count = _append(c, d_rim, 0.0, grad, R_S, a_is_feature, k, phi, p_A, p_B,
+                            normal, pair, count)
+    return count
 
 
 @numba.njit(cache=True)

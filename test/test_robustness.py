@@ -244,6 +244,54 @@ def test_penetration_beyond_one_step_of_velocity_is_worked_off_over_steps():
     assert phis[-1] > PENETRATION_LIMIT
 
 
+def test_an_arm_link_inside_the_table_corner_climbs_out():
+    """Link 7 (a short cylinder) 15 mm into the table's corner: the table edge inside it
+    used to take the link's cap normal, against the pair's way out, and froze it."""
+    sim = QuasistaticSimulator(Scenario.from_yaml(f'{REPO_ROOT}/config/arm_pick_place.yaml'))
+    q, q_ref = np.array(LINK_IN_CORNER['q']), np.array(LINK_IN_CORNER['q_ref'])
+    assert sim.min_signed_distance(q) < -0.015
+    results = roll(sim, q, LINK_IN_CORNER['commands'], 3, q_ref=q_ref)
+    assert sim.min_signed_distance(results[-1].q_next) > PENETRATION_LIMIT
+
+
+LINK_IN_CORNER = {  # benchmarks/fuzz.py, arm_pick_place, seed 2: an injection never recovered
+    'q': [2.5945550185629975, 1.8967312121813067, 0.8771479369993249, -2.0853254525014626,
+          2.938316857008112, 1.5105884177895896, -1.4843966725122417, 0.055, 0.055,
+          0.7046369631548471, 0.4888929398815784, -0.510865631388477, -0.05904871002752671,
+          0.8590692061473052, -0.06101735452359491, 0.02999999999999997],
+    'q_ref': [2.5945550185629975, 1.8967312121813067, 0.8771479369993249, -2.0853254525014626,
+              2.938316857008112, 1.5105884177895896, -1.4843966725122417, 0.055, 0.055],
+    'commands': {'iiwa': [-0.048161801840214194, -0.40311498165780785, -0.4721395840469986,
+                          -0.994018549424466, 0.787852284145966, 0.30365138717476037,
+                          -0.2548071513082316, 0.026241717939445623, -0.06508900060185002]}}
+
+
+def test_a_corner_on_a_cylinder_rim_has_both_rows():
+    """A finger's corner on the rim of the lying cylinder: the side's row and the cap's."""
+    sim = QuasistaticSimulator(Scenario.from_yaml(f'{REPO_ROOT}/config/arm_pick_place.yaml'))
+    q = np.array(CORNER_ON_RIM['q'])
+    sim.model.set_positions(q)
+    contacts = sim.detector.detect(0.02)
+    rows = [n for n, phi, a, b in zip(contacts.normal_W, contacts.phi, contacts.body_a,
+                                      contacts.body_b)
+            if 'finger' in a and 'cylinder' in b and abs(phi) < 1e-6]
+    axis = sim.object_pose(q, 'cylinder').rotation().matrix()[:, 2]
+    assert any(abs(n @ axis) > 1 - 1e-9 for n in rows), 'the cap row'
+    assert any(abs(n @ axis) < 1e-9 for n in rows), 'the side row'
+    result = sim.step(q, {'iiwa': [0.0] * 9}, q_ref=np.array(CORNER_ON_RIM['q_ref']))
+    assert result.success and sim.min_signed_distance(result.q_next) > -1e-5
+
+
+CORNER_ON_RIM = {  # benchmarks/fuzz.py, arm_pick_place, seed 0: -1.3 mm through the cap
+    'q': [0.08802851293094632, 0.960560379416005, 0.08403806726714783, -1.3116627076450662,
+          0.06922121478804663, 0.9841347510322886, -0.006956836470099306, 0.05295716551714343,
+          0.05000000000000002, 0.7004836696083445, 0.4542041286881996, 0.5419396732871589,
+          -0.09655376021693277, 0.7388989588367183, 0.09459983215216809, 0.029999999999999912],
+    'q_ref': [0.08784962127908227, 0.964103382009676, 0.08350107015538642, -1.3123789253212292,
+              0.0689450205866922, 0.9825068792765107, -0.00671098614858418, 0.055,
+              0.05000000000000002]}
+
+
 # ----- velocity limits ----------------------------------------------------------------------
 def test_joint_velocity_limits_bound_the_joints():
     """two_pads.urdf's joints have <limit velocity="1.0">: a 30 m/s command moves 0.1 m/step."""
