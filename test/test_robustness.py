@@ -245,8 +245,12 @@ def test_penetration_beyond_one_step_of_velocity_is_worked_off_over_steps():
 
 
 def test_an_arm_link_inside_the_table_corner_climbs_out():
-    """Link 7 (a short cylinder) 15 mm into the table's corner: the table edge inside it
-    used to take the link's cap normal, against the pair's way out, and froze it."""
+    """
+    Link 7 (a short cylinder) 15 mm into the table's corner climbs out.
+
+    The table's edge inside it used to take the link's cap normal, against
+    the pair's way out, and froze it.
+    """
     sim = QuasistaticSimulator(Scenario.from_yaml(f'{REPO_ROOT}/config/arm_pick_place.yaml'))
     q, q_ref = np.array(LINK_IN_CORNER['q']), np.array(LINK_IN_CORNER['q_ref'])
     assert sim.min_signed_distance(q) < -0.015
