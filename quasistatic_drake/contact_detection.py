@@ -19,22 +19,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 
 from quasistatic_drake.contact import ContactSet, combine_friction, tangent_directions
-from quasistatic_drake.manifold import box_box_pairs, contact_jacobians, pair_manifolds
+from quasistatic_drake.manifold import (box_box_pairs, contact_jacobians, pair_manifolds,
+                                        point_signed_distance)
 from quasistatic_drake.model import QuasistaticModel
 from quasistatic_drake.shapes import (BOX, CAPSULE, CONVEX, CYLINDER, face_planes,
-                                      feature_edges, feature_points, HALFSPACE, signed_distance,
-                                      SPHERE)
+                                      feature_edges, feature_points, HALFSPACE, SPHERE)
 
 
-@dataclass(frozen=True)
-class PairProximity:
+class PairProximity(NamedTuple):
     """
     Stands in for Drake's SignedDistancePair: a box-box pair, or a pair Drake failed on.
+
+    A NamedTuple, not a dataclass: a step builds several (the engine's box
+    pairs) at each of its two or three proximity queries.
 
     Box-box pairs are measured by the engine (:func:`box_proximity`), with
     witness points and an exact normal.
@@ -126,10 +128,12 @@ def box_proximity(model: QuasistaticModel, query, tolerance: float) -> list:
     table = model.box_pairs
     if not table.pairs:
         return []
-    poses = np.array([query.GetPoseInWorld(g).GetAsMatrix34() for g in table.ids])
-    distance, p_A, p_B, nhat = box_box_pairs(
-        np.ascontiguousarray(poses[:, :, :3]), np.ascontiguousarray(poses[:, :, 3]),
-        table.half, table.slot_a, table.slot_b, tolerance)
+    R, o = table.static_R.copy(), table.static_o.copy()      # welded boxes: set once
+    for k in table.moving:
+        X = query.GetPoseInWorld(table.ids[k])
+        R[k], o[k] = X.rotation().matrix(), X.translation()
+    distance, p_A, p_B, nhat = box_box_pairs(R, o, table.half, table.slot_a, table.slot_b,
+                                             tolerance)
     return [PairProximity(a, b, distance[k], p_A[k], p_B[k], nhat[k], exact_normal=True)
             for k, (a, b) in enumerate(table.pairs) if distance[k] <= tolerance]
 
@@ -389,8 +393,11 @@ def _trusted_normal(pair, shape_a, shape_b, query) -> Optional[np.ndarray]:
 
 def _field_normal(shape, X_WG, p_W) -> np.ndarray:
     """Return the outward gradient (world frame) of a shape's distance field at p_W."""
-    _, grad = signed_distance(shape, X_WG.inverse() @ p_W)
-    return X_WG.rotation().matrix() @ grad[0]
+    R_WG = X_WG.rotation().matrix()
+    p_G = R_WG.T @ (p_W - X_WG.translation())
+    grad = np.empty(3)
+    point_signed_distance(shape.kind, shape.params, shape.planes, p_G[0], p_G[1], p_G[2], grad)
+    return R_WG @ grad
 
 
 _ZERO = np.zeros(3)

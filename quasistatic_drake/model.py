@@ -86,6 +86,9 @@ class BoxPairs:
     slot_a: np.ndarray    # per pair, the slot of each box
     slot_b: np.ndarray
     half: np.ndarray      # (boxes, 3) half sizes
+    moving: tuple         # the slots of the boxes that move
+    static_R: np.ndarray  # (boxes, 3, 3), (boxes, 3): the welded boxes' poses (others: any)
+    static_o: np.ndarray
 
 
 def pose_to_rigid_transform(pose: Pose) -> RigidTransform:
@@ -445,10 +448,16 @@ class QuasistaticModel:
             manager.Apply(CollisionFilterDeclaration().ExcludeBetween(GeometrySet(a),
                                                                       GeometrySet(b)))
         half = np.array([self.geometries[g].shape.half for g in boxes]).reshape(-1, 3)
+        query = self.query_object()
+        poses = np.array([query.GetPoseInWorld(g).GetAsMatrix34() for g in boxes]).reshape(
+            -1, 3, 4)
         return BoxPairs(ids=tuple(boxes), pairs=tuple(pairs),
                         slot_a=np.array([slot[a] for a, _ in pairs], dtype=np.int64),
                         slot_b=np.array([slot[b] for _, b in pairs], dtype=np.int64),
-                        half=half)
+                        half=half,
+                        moving=tuple(k for k, g in enumerate(boxes) if self.geometries[g].moves),
+                        static_R=np.ascontiguousarray(poses[:, :, :3]),
+                        static_o=np.ascontiguousarray(poses[:, :, 3]))
 
     def _friction(self, inspector, gid, file_sets_it: bool) -> float:
         if not file_sets_it:

@@ -395,9 +395,10 @@ class QuasistaticSimulator:
         """
         if self._miqp is not None or not self._max_lead.size:
             return q_ref_next, False
-        q_a = q_next[self._robot_q_idx]
-        bounded = np.clip(q_ref_next, q_a - self._max_lead, q_a + self._max_lead)
-        return bounded, bool(np.any(bounded != q_ref_next))
+        lead = q_ref_next - q_next[self._robot_q_idx]
+        if np.all(np.abs(lead) <= self._max_lead):
+            return q_ref_next, False
+        return q_ref_next - lead + np.clip(lead, -self._max_lead, self._max_lead), True
 
     def _solve_miqp(self, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray,
                     contacts: ContactSet, v_lower: np.ndarray,
