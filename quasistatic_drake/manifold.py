@@ -407,6 +407,21 @@ def _rim_second(radius, half_length, x, y, z, d, grad):
 
 
 @numba.njit(cache=True)
+def _edge_in_field_frame(R_F, o_F, edge_G, R_S, o_S, c0, c1, p0, dp):
+    """Write an edge's ends (world) to c0, c1, and its start p0 and span dp (field frame)."""
+    for r in range(3):
+        c0[r] = o_F[r] + R_F[r, 0] * edge_G[0, 0] + R_F[r, 1] * edge_G[0, 1] \
+            + R_F[r, 2] * edge_G[0, 2]
+        c1[r] = o_F[r] + R_F[r, 0] * edge_G[1, 0] + R_F[r, 1] * edge_G[1, 1] \
+            + R_F[r, 2] * edge_G[1, 2]
+    for r in range(3):
+        p0[r] = R_S[0, r] * (c0[0] - o_S[0]) + R_S[1, r] * (c0[1] - o_S[1]) \
+            + R_S[2, r] * (c0[2] - o_S[2])
+        dp[r] = R_S[0, r] * (c1[0] - c0[0]) + R_S[1, r] * (c1[1] - c0[1]) \
+            + R_S[2, r] * (c1[2] - c0[2])
+
+
+@numba.njit(cache=True)
 def _test_edge(R_F, o_F, edge_G, R_S, o_S, planes, prefer, depth, a_is_feature, k, tolerance,
                lines, work, phi, p_A, p_B, normal, pair, count):
     """
@@ -425,16 +440,7 @@ def _test_edge(R_F, o_F, edge_G, R_S, o_S, planes, prefer, depth, a_is_feature, 
     ``lines`` (2 x planes) and ``work`` (5 x 3) are scratch space.
     """
     c0, c1, p0, dp, grad = work[0], work[1], work[2], work[3], work[4]
-    for r in range(3):
-        c0[r] = o_F[r] + R_F[r, 0] * edge_G[0, 0] + R_F[r, 1] * edge_G[0, 1] \
-            + R_F[r, 2] * edge_G[0, 2]
-        c1[r] = o_F[r] + R_F[r, 0] * edge_G[1, 0] + R_F[r, 1] * edge_G[1, 1] \
-            + R_F[r, 2] * edge_G[1, 2]
-    for r in range(3):
-        p0[r] = R_S[0, r] * (c0[0] - o_S[0]) + R_S[1, r] * (c0[1] - o_S[1]) \
-            + R_S[2, r] * (c0[2] - o_S[2])
-        dp[r] = R_S[0, r] * (c1[0] - c0[0]) + R_S[1, r] * (c1[1] - c0[1]) \
-            + R_S[2, r] * (c1[2] - c0[2])
+    _edge_in_field_frame(R_F, o_F, edge_G, R_S, o_S, c0, c1, p0, dp)
     active = 0
     bound = -np.inf      # no point of the edge is nearer than any one line's minimum
     for i in range(planes.shape[0]):
@@ -510,16 +516,7 @@ def _test_edge_on_curve(R_F, o_F, edge_G, R_S, o_S, field_kind, field_params, pr
     scratch space.
     """
     c0, c1, p0, dp, grad = work[0], work[1], work[2], work[3], work[4]
-    for r in range(3):
-        c0[r] = o_F[r] + R_F[r, 0] * edge_G[0, 0] + R_F[r, 1] * edge_G[0, 1] \
-            + R_F[r, 2] * edge_G[0, 2]
-        c1[r] = o_F[r] + R_F[r, 0] * edge_G[1, 0] + R_F[r, 1] * edge_G[1, 1] \
-            + R_F[r, 2] * edge_G[1, 2]
-    for r in range(3):
-        p0[r] = R_S[0, r] * (c0[0] - o_S[0]) + R_S[1, r] * (c0[1] - o_S[1]) \
-            + R_S[2, r] * (c0[2] - o_S[2])
-        dp[r] = R_S[0, r] * (c1[0] - c0[0]) + R_S[1, r] * (c1[1] - c0[1]) \
-            + R_S[2, r] * (c1[2] - c0[2])
+    _edge_in_field_frame(R_F, o_F, edge_G, R_S, o_S, c0, c1, p0, dp)
     reach = math.sqrt(field_params[3] ** 2 + field_params[4] ** 2) + tolerance
     if field_kind == CAPSULE:
         reach = field_params[3] + field_params[4] + tolerance

@@ -16,7 +16,8 @@ import yaml
 from std_msgs.msg import Float64MultiArray
 
 from conftest import ground_entry, pads_robot, sdf_box_object, write
-from test_ros_helpers import NODE_SCRIPT, RosHarness, tf_children, transform_of, wait_for
+from test_ros_helpers import (NODE_SCRIPT, RosHarness, tf_children, transform_of, wait_for,
+                              wait_for_node)
 
 
 def unseen_scenario(tmp_path, **extra):
@@ -52,7 +53,7 @@ def test_console_script_serves_an_unseen_scenario(tmp_path, harness):
                       '-p', 'command_timeout:=30.0')
     try:
         probe = harness.probe
-        msg = wait_for(lambda: probe.last(probe.joint_states), 60.0, '/joint_states')
+        msg = wait_for_node(probe, node)
         assert list(msg.name) == ['lift', 'left', 'right']
         assert list(msg.position) == pytest.approx([0.05, -0.07, 0.07])
         crate = wait_for(lambda: transform_of(list(probe.tf), 'crate_body'), what='/tf')

@@ -21,7 +21,7 @@ import pytest
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from test_ros_helpers import NODE_SCRIPT, RosHarness, stamp, transform_of, wait_for
+from test_ros_helpers import NODE_SCRIPT, RosHarness, stamp, transform_of, wait_for, wait_for_node
 
 SEED = 20240611
 FLOOD_SECONDS = 20.0
@@ -156,7 +156,7 @@ def test_flood_of_commands_and_service_calls(tmp_path, harness):
          '-p', 'meshcat:=false', '-p', 'real_time_rate:=0.0', '-p', 'command_timeout:=0.05'],
         stdout=out_file, stderr=err_file, text=True)
     try:
-        joints = wait_for(lambda: probe.last(probe.joint_states), 60.0, '/joint_states').name
+        joints = wait_for_node(probe, node).name
         wait_for(lambda: probe.velocity_pub.get_subscription_count() > 0
                  and probe.joint_cmd_pub.get_subscription_count() > 0, what='the node subscribing')
         flood = CommandFlood(probe, joints, random.Random(SEED))

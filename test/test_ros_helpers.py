@@ -50,6 +50,21 @@ def wait_for(predicate, timeout=20.0, what='condition'):
     raise AssertionError(f'timed out after {timeout} s waiting for {what}')
 
 
+# A node's first run in a fresh environment compiles the contact kernels: about 30 s
+# on an idle machine, several times that on a loaded one.
+NODE_START_TIMEOUT = 300.0
+
+
+def wait_for_node(probe, process):
+    """Wait for the node subprocess's first /joint_states; fail at once if it exits first."""
+    def started():
+        if process.poll() is not None:
+            raise AssertionError(f'the node exited with code {process.returncode} '
+                                 'before it published /joint_states')
+        return probe.last(probe.joint_states)
+    return wait_for(started, NODE_START_TIMEOUT, 'the node\'s first /joint_states')
+
+
 class Probe(Node):
     """Records /joint_states, /tf, /tf_static, /clock and ~/status; sends commands."""
 
