@@ -27,10 +27,9 @@ from pydrake.systems.analysis import Simulator
 from pydrake.systems.framework import DiagramBuilder
 from pydrake.systems.primitives import VectorLogSink
 
-from quasistatic_drake import Scenario
+from quasistatic_drake import QuasistaticPlant, Scenario
 from quasistatic_drake.paths import package_share_dir
 from quasistatic_drake.pick_and_place import PickPlaceTask, plan_pick_and_place
-from quasistatic_drake.quasistatic_plant import QuasistaticPlant
 
 
 def build(scenario: Scenario, meshcat: Optional[Meshcat]):

@@ -2,6 +2,8 @@
 
 import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -18,9 +20,28 @@ def sim():
     return QuasistaticSimulator(Scenario.from_yaml(FINGER_PUSH))
 
 
-def test_public_names_import():
-    from quasistatic_drake import QuasistaticSimulator as Q, Scenario as S  # noqa: N817
-    assert Q is QuasistaticSimulator and S is Scenario
+LAUNCH_IMPORTS = ('quasistatic_drake.paths', 'quasistatic_drake.ros.params',
+                  'quasistatic_drake.ros.description')
+
+
+def test_what_the_launch_files_import_loads_neither_pydrake_nor_numba():
+    """A fresh interpreter imports the launch files' modules: no pydrake, no numba loaded."""
+    code = ('import sys\n'
+            + ''.join(f'import {m}\n' for m in LAUNCH_IMPORTS)
+            + 'print(sorted(m for m in sys.modules if m.split(".")[0] in ("pydrake", "numba")))')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                         check=True, cwd=REPO_ROOT).stdout
+    assert out.strip() == '[]'
+
+
+def test_the_package_exports_the_plant_and_refuses_unknown_names():
+    import quasistatic_drake
+    from quasistatic_drake import QuasistaticPlant
+    from quasistatic_drake.quasistatic_plant import QuasistaticPlant as Plant
+    assert QuasistaticPlant is Plant
+    assert set(quasistatic_drake.__all__) <= set(dir(quasistatic_drake))
+    with pytest.raises(AttributeError, match="no attribute 'QuasistaticPlnat'"):
+        quasistatic_drake.QuasistaticPlnat
 
 
 def test_api_shapes_and_names(sim):
