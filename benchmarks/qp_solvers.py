@@ -118,12 +118,12 @@ def load_scenario(name: str, quasi_dynamic: bool, time_step: float) -> Scenario:
 
 def run_schedule(sim: QuasistaticSimulator, robot: str, schedule, steps_per_entry: int) -> int:
     """Step through the schedule (each entry's steps scaled by ``steps_per_entry``)."""
-    q, failed = sim.default_positions(), 0
+    q, q_ref, failed = sim.default_positions(), None, 0
     for v_cmd, steps in schedule:
         for _ in range(steps * steps_per_entry):
-            result = sim.step(q, {robot: np.array(v_cmd)})
+            result = sim.step(q, {robot: np.array(v_cmd)}, q_ref=q_ref)
             failed += not result.success
-            q = result.q_next
+            q, q_ref = result.q_next, result.q_ref_next
     return failed
 
 

@@ -46,17 +46,16 @@ PHASES = [('close', [0.0, 0.1, -0.1], 2), ('squeeze', [0.0, 0.02, -0.02], 3),
 
 def run_sequence(sim: QuasistaticSimulator) -> list:
     """Run the phases once from the default configuration; return (phase, step, solve, n_c)."""
-    sim.reset()
-    q = sim.default_positions()
+    q, q_ref = sim.default_positions(), None
     rows = []
     for phase, command, steps in PHASES:
         for _ in range(steps):
             start = time.perf_counter()
-            result = sim.step(q, {'pads': command})
+            result = sim.step(q, {'pads': command}, q_ref=q_ref)
             elapsed = time.perf_counter() - start
             if not result.success:
                 raise RuntimeError(f'step failed in phase {phase}: {result.status}')
-            q = result.q_next
+            q, q_ref = result.q_next, result.q_ref_next
             rows.append((phase, elapsed, result.solve_time, result.contact_set.n_c))
     return rows
 

@@ -254,7 +254,6 @@ def run_quasistatic(scene: Scene, kind: str, h: float, timeout: float = math.inf
     traj, wall = _step_through(sim, scene, commands, h, timeout, row)
     walls = [wall]
     while row.status == 'ok' and sum(walls) < timing.min_total and len(walls) < timing.max_runs:
-        sim.reset()
         walls.append(_step_through(sim, scene, commands, h, timeout, Row('', '', h, 'ok'))[1])
     if row.status == 'ok' and row.failed_steps:
         row.status = f'{row.failed_steps} failed steps'
@@ -269,15 +268,15 @@ def _step_through(sim: QuasistaticSimulator, scene: Scene, commands: np.ndarray,
     q = sim.default_positions()
     q_idx = sim.model.object(scene.obj).q_idx
     times, states = [0.0], [q[q_idx].copy()]
-    start = time.perf_counter()
+    start, q_ref = time.perf_counter(), None
     try:
         for k, command in enumerate(commands):
             if time.perf_counter() - start > timeout:
                 row.status = f'timed out after {timeout:g} s at step {k} of {len(commands)}'
                 break
-            result = sim.step(q, {scene.robot: command})
+            result = sim.step(q, {scene.robot: command}, q_ref=q_ref)
             row.failed_steps += int(not result.success)
-            q = result.q_next
+            q, q_ref = result.q_next, result.q_ref_next
             times.append((k + 1) * h)
             states.append(q[q_idx].copy())
     except Exception as err:   # MiqpTooLarge, a solver error: recorded, the sweep goes on

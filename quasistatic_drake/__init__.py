@@ -17,6 +17,7 @@ _EXPORTS = {
     "ScenarioError": "quasistatic_drake.scenario",
     "QuasistaticSimulator": "quasistatic_drake.simulator",
     "StepResult": "quasistatic_drake.simulator",
+    "Rollout": "quasistatic_drake.simulator",
     "Contact": "quasistatic_drake.simulator",
     "CommandError": "quasistatic_drake.simulator",
     "QuasistaticPlant": "quasistatic_drake.quasistatic_plant",

@@ -214,13 +214,13 @@ def run_push_demo(args) -> int:
           f'({sim.scenario.source})')
     print(f"{'t [s]':>6} {'finger x':>9} {'box x':>8} {'box y':>8} {'box z':>8} "
           f"{'yaw [deg]':>9} {'contacts':>8} {'push [N]':>9} {'step [ms]':>9}")
-    times, min_phi = [], np.inf
+    times, min_phi, q_ref = [], np.inf, None
     for k in range(steps):
-        result = sim.step(q, {'finger': [args.speed, 0.0, 0.0]})
+        result = sim.step(q, {'finger': [args.speed, 0.0, 0.0]}, q_ref=q_ref)
         if not result.success:
             print(f'step {k} failed: {result.status}; the state is kept.')
             return 1
-        q = result.q_next
+        q, q_ref = result.q_next, result.q_ref_next
         times.append(result.step_time)
         min_phi = min(min_phi, sim.min_signed_distance(q))
         if k % max(1, steps // 10) == 0 or k == steps - 1:

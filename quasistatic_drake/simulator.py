@@ -10,15 +10,16 @@ is part of the state.  Each step advances it, qbar_a' = qbar_a + h v_cmd, and
 the robot joints are springs pulling towards qbar_a'.  In free space the robot
 therefore follows v_cmd exactly; in contact the reference runs ahead of the
 joints and the spring force K (qbar_a' - q_a') is what squeezes a grasp.
-Which reference a step starts from:
+The reference is an explicit argument, so a step's result depends on its
+arguments only:
 
 * ``step(q, v_cmd, q_ref=...)``: the one given (n_a values, robots in scenario
-  order, joints in ``robot_joint_names`` order).
-* ``step(q, v_cmd)`` with q equal to the previous step's ``q_next``: the
-  previous step's ``q_ref_next``, so the spring preload carries over.
-* any other q (a planner's sample, a reset): the robot positions of q, no preload.
+  order, joints in ``robot_joint_names`` order); a rollout passes the last
+  step's ``StepResult.q_ref_next``, and the spring preload carries over;
+* ``step(q, v_cmd)``: the robot positions of q, no preload.
 
-``StepResult.q_ref_next`` is the advanced reference; :meth:`reset` forgets it.
+:meth:`QuasistaticSimulator.rollout` steps through a sequence of commands,
+handing each step's q_next and q_ref_next to the next.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import math
 import time
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Mapping, Optional
+from typing import Iterable, Mapping, Optional
 
 import numpy as np
 from pydrake.math import RigidTransform
@@ -120,6 +121,25 @@ class StepResult:
                              float(cs.phi[i]), self.forces_W[i]) for i in range(cs.n_c))
 
 
+@dataclass(frozen=True)
+class Rollout:
+    """
+    Steps from :meth:`QuasistaticSimulator.rollout`.
+
+    ``q`` (steps + 1 rows) and ``q_ref`` start with the initial values; row
+    k + 1 follows ``results[k]``.
+    """
+
+    q: np.ndarray
+    q_ref: np.ndarray
+    results: tuple[StepResult, ...]
+
+    @property
+    def failed_steps(self) -> int:
+        """Return how many steps did not succeed (their q was kept)."""
+        return sum(not r.success for r in self.results)
+
+
 class QuasistaticSimulator:
     """The quasistatic engine for a :class:`Scenario` (see module docstring)."""
 
@@ -140,7 +160,8 @@ class QuasistaticSimulator:
         self._object_weight = self._weight_of_objects()
         self._miqp = self._miqp_backend()
         self._limits = self._position_limits()
-        self._last: Optional[StepResult] = None
+        # proximity pairs of the last q and tolerance asked: a step's q_next is the next
+        # step's q.  Keyed by both, so it never changes a result.
         self._pairs_cache: Optional[tuple[bytes, list]] = None
         self._warm_up()
 
@@ -190,6 +211,8 @@ class QuasistaticSimulator:
         Advance q by one time step h under the robots' velocity commands.
 
         ``v_cmd`` maps robot names to joint velocities (robots left out hold still).
+        ``q_ref`` is the robots' reference (module docstring); None means the
+        robot positions of q.  The result depends on the arguments only.
         The input q is never modified.  Bad input raises CommandError and
         changes nothing, as does ``MiqpTooLarge`` (the MIQP exceeds the
         solver's licence; its message gives the fixes).  A failed solve, or any
@@ -211,6 +234,30 @@ class QuasistaticSimulator:
                 contact_set=ContactSet.empty(self.model.n_v, self.scenario.friction_directions),
                 forces_W=np.zeros((0, 3)), step_time=time.perf_counter() - start,
                 error=f"{type(err).__name__}: {err}")
+
+    def rollout(self, q0: np.ndarray, commands: Iterable[Mapping[str, np.ndarray]],
+                q_ref: Optional[np.ndarray] = None) -> Rollout:
+        """
+        Step from q0 through ``commands``, one ``v_cmd`` mapping per step.
+
+        Each step starts from the last one's ``q_next`` and ``q_ref_next``;
+        ``q_ref`` is the first step's reference (None: the robot positions of
+        q0).  A failed step keeps q, and the rollout goes on from there.  A bad
+        command raises CommandError naming its index; nothing is returned.
+        """
+        q = self._checked_q(q0).copy()
+        q_ref = self._start_reference(q, q_ref)
+        qs, refs, results = [q], [q_ref], []
+        for k, v_cmd in enumerate(commands):
+            try:
+                result = self.step(q, v_cmd, q_ref=q_ref)
+            except CommandError as err:
+                raise CommandError(f"commands[{k}]: {err}") from err
+            q, q_ref = result.q_next, result.q_ref_next
+            qs.append(q)
+            refs.append(q_ref)
+            results.append(result)
+        return Rollout(q=np.array(qs), q_ref=np.array(refs), results=tuple(results))
 
     def _step(self, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray,
               start: float) -> StepResult:
@@ -238,21 +285,15 @@ class QuasistaticSimulator:
             if limited.v is not None:
                 solution, q_next = limited, self._integrate(q, limited.v)
         q_ref_next, reference_limited = self._bounded_reference(q_ref_next, q_next)
-        self._pairs(q_next, self.scenario.contact_detection_tolerance)   # for min_phi_next
         result = StepResult(
             q_next=q_next, status=solution.status, solve_time=solution.solve_time,
             q_ref_next=q_ref_next, v=solution.v, contact_set=contacts,
             forces_W=solution.impulses_W / self.h, step_time=time.perf_counter() - start,
-            resolves=resolves, min_phi_next=self._min_phi_cached(),
+            resolves=resolves, min_phi_next=self._min_phi(q_next),
             recovery_dropped=solution.recovery_dropped,
             recovery_fraction=solution.recovery_fraction, tight_big_m=solution.tight_big_m,
             rotation_limited=solution.rotation_limited, reference_limited=reference_limited)
-        self._last = result
         return result
-
-    def reset(self) -> None:
-        """Forget the carried-over reference: the next step starts without preload."""
-        self._last = None
 
     # ----- the step ----------------------------------------------------------
     def _solve_formulation(self, q, q_ref, q_ref_next, v_bar, contacts: ContactSet,
@@ -489,7 +530,7 @@ class QuasistaticSimulator:
         return reach_needed + self.scenario.contact_detection_tolerance
 
     def _pairs(self, q: np.ndarray, tolerance: float) -> list:
-        """Signed-distance pairs within tolerance at q, cached for the next step."""
+        """Signed-distance pairs within tolerance at q (the last asked are kept)."""
         key = q.tobytes() + np.float64(tolerance).tobytes()
         if self._pairs_cache is None or self._pairs_cache[0] != key:
             self.model.set_positions(q)
@@ -499,10 +540,6 @@ class QuasistaticSimulator:
     def _min_phi(self, q: np.ndarray) -> float:
         """Return the smallest Drake signed distance of the pairs within tolerance at q."""
         pairs = self._pairs(q, self.scenario.contact_detection_tolerance)
-        return min((p.distance for p in pairs if np.isfinite(p.distance)), default=np.inf)
-
-    def _min_phi_cached(self) -> float:
-        pairs = self._pairs_cache[1] if self._pairs_cache else []
         return min((p.distance for p in pairs if np.isfinite(p.distance)), default=np.inf)
 
     def _failure(self, q, q_ref, contacts, solution, start) -> StepResult:
@@ -532,7 +569,6 @@ class QuasistaticSimulator:
             self.min_signed_distance(self.model.q_default)
             return
         self.step(self.model.q_default.copy(), {})
-        self.reset()
 
     def _miqp_backend(self):
         """Return the MIQP backend of the scenario, or None for the QP formulation."""
@@ -647,8 +683,6 @@ class QuasistaticSimulator:
         if q_ref is not None:
             names = [f"{r.name}/{j}" for r in self.model.robots for j in r.joint_names]
             return self._checked_vector(q_ref, len(self._robot_q_idx), "q_ref", names)
-        if self._last is not None and q.tobytes() == self._last.q_next.tobytes():
-            return self._last.q_ref_next.copy()
         return q[self._robot_q_idx].copy()
 
 

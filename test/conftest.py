@@ -162,9 +162,9 @@ def run(sim, q, commands, steps, q_ref=None):
     """
     result = None
     for _ in range(steps):
-        result = sim.step(q, commands)
+        result = sim.step(q, commands, q_ref=q_ref)
         assert result.success, result.status
-        q = result.q_next
+        q, q_ref = result.q_next, result.q_ref_next
         assert sim.min_signed_distance(q) >= PENETRATION_LIMIT
         for start in sim.model.quaternion_starts:
             assert abs(np.linalg.norm(q[start:start + 4]) - 1.0) < 1e-12

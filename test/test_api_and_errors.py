@@ -54,7 +54,6 @@ def test_api_shapes_and_names(sim):
 
 
 def test_step_result_fields(sim):
-    sim.reset()
     q = sim.default_positions()
     q_copy = q.copy()
     result = sim.step(q, {'finger': [0.1, 0, 0]})
@@ -81,15 +80,13 @@ def test_step_result_fields(sim):
     ([0.1, 0, 0], 'must map robot names'),
 ])
 def test_bad_commands_are_refused_and_change_nothing(sim, command, message):
-    sim.reset()
     q = sim.default_positions()
     first = sim.step(q, {'finger': [0.1, 0, 0]})
     with pytest.raises(CommandError, match=re.escape(message)):
-        sim.step(first.q_next, command)
-    after_error = sim.step(first.q_next, {'finger': [0.1, 0, 0]})
-    sim.reset()
+        sim.step(first.q_next, command, q_ref=first.q_ref_next)
+    after_error = sim.step(first.q_next, {'finger': [0.1, 0, 0]}, q_ref=first.q_ref_next)
     clean = sim.step(q, {'finger': [0.1, 0, 0]})
-    clean = sim.step(clean.q_next, {'finger': [0.1, 0, 0]})
+    clean = sim.step(clean.q_next, {'finger': [0.1, 0, 0]}, q_ref=clean.q_ref_next)
     np.testing.assert_array_equal(after_error.q_next, clean.q_next)
     np.testing.assert_array_equal(after_error.q_ref_next, clean.q_ref_next)
 
@@ -113,20 +110,55 @@ def test_unknown_names_in_queries(sim):
         sim.object_pose(q, 'ball')
 
 
-def test_reference_carries_over_only_along_the_trajectory(sim):
-    """The spring preload persists while q follows q_next, and restarts otherwise."""
-    sim.reset()
+def assert_same_step(a, b):
+    """Assert two StepResults are identical in every array and the status."""
+    assert a.status == b.status
+    for name in ('q_next', 'q_ref_next', 'v', 'forces_W'):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+
+
+def test_a_step_depends_on_its_arguments_only(sim):
+    """The same call before and after unrelated calls, and on a fresh engine: identical."""
+    q = sim.default_positions()
+    x = sim.step(q, {'finger': [0.2, 0, 0]}).q_next      # a step that ends at x
+    right_after = sim.step(x, {'finger': [0.0, 0, 0]})
+    np.testing.assert_array_equal(right_after.q_ref_next, sim.robot_positions(x, 'finger'))
+    sim.step(q, {'finger': [0.0, 0.1, 0]})
+    sim.min_signed_distance(q)
+    sim.object_pose(x, 'box')
+    later = sim.step(x, {'finger': [0.0, 0, 0]})
+    fresh = QuasistaticSimulator(Scenario.from_yaml(FINGER_PUSH)).step(x, {'finger': [0.0, 0, 0]})
+    assert_same_step(right_after, later)
+    assert_same_step(right_after, fresh)
+
+
+def test_the_reference_is_an_explicit_argument(sim):
     q = sim.default_positions()
     r1 = sim.step(q, {'finger': [0.2, 0, 0]})
     np.testing.assert_allclose(r1.q_ref_next, [-0.06, 0.0, 0.05])
-    r2 = sim.step(r1.q_next, {'finger': [0.0, 0, 0]})
-    np.testing.assert_allclose(r2.q_ref_next, r1.q_ref_next)
-    r3 = sim.step(q, {'finger': [0.0, 0, 0]})       # not the last q_next: no preload
-    np.testing.assert_allclose(r3.q_ref_next, sim.robot_positions(q, 'finger'))
+    r2 = sim.step(r1.q_next, {'finger': [0.0, 0, 0]}, q_ref=r1.q_ref_next)
+    np.testing.assert_allclose(r2.q_ref_next, r1.q_ref_next)      # the preload carries over
     r4 = sim.step(q, {'finger': [0.0, 0, 0]}, q_ref=[0.0, 0.0, 0.05])
     np.testing.assert_allclose(r4.q_ref_next, [0.0, 0.0, 0.05])
     with pytest.raises(CommandError, match='q_ref has 2 entries'):
         sim.step(q, {}, q_ref=[0.0, 0.0])
+
+
+def test_rollout_hands_each_step_the_last_state(sim):
+    q = sim.default_positions()
+    commands = [{'finger': [0.2, 0, 0]}] * 3 + [{'finger': [0.0, 0, 0]}]
+    rollout = sim.rollout(q, commands)
+    assert rollout.q.shape == (5, q.size) and rollout.q_ref.shape == (5, 3)
+    assert len(rollout.results) == 4 and rollout.failed_steps == 0
+    np.testing.assert_array_equal(rollout.q[0], q)
+    x, x_ref = q, None
+    for k, v_cmd in enumerate(commands):
+        by_hand = sim.step(x, v_cmd, q_ref=x_ref)
+        assert_same_step(rollout.results[k], by_hand)
+        np.testing.assert_array_equal(rollout.q[k + 1], by_hand.q_next)
+        x, x_ref = by_hand.q_next, by_hand.q_ref_next
+    with pytest.raises(CommandError, match=r'commands\[1\]: .*not finite'):
+        sim.rollout(q, [{'finger': [0.1, 0, 0]}, {'finger': [np.nan, 0, 0]}])
 
 
 def scenario_dict(tmp_path, **changes):

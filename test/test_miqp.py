@@ -119,12 +119,12 @@ def test_delayed_lower_bound_still_lifts():
     scenario = Scenario.from_yaml(f'{REPO_ROOT}/config/paper_2d.yaml')
     scenario = replace(scenario, miqp=replace(scenario.miqp, delayed_lower_bound=True))
     sim = QuasistaticSimulator(scenario)
-    q = sim.default_positions()
+    q, q_ref = sim.default_positions(), None
     for step in range(1, 40):
         x_l, x_r, y_g = P.command_eq29(step)
-        result = sim.step(q, {'gripper': [y_g, x_l, x_r]})
+        result = sim.step(q, {'gripper': [y_g, x_l, x_r]}, q_ref=q_ref)
         assert result.success
-        q = result.q_next
+        q, q_ref = result.q_next, result.q_ref_next
     assert q[4] > 0.065, 'held by the one-step-delayed lower bound, the cylinder rises'
 
 
@@ -312,11 +312,11 @@ def finger_push(formulation, command, steps):
     """Run the finger-push scene; return (sim, q, last result)."""
     sim = QuasistaticSimulator(replace(Scenario.from_yaml(FINGER_PUSH),
                                        formulation=formulation))
-    q = sim.default_positions()
+    q, q_ref = sim.default_positions(), None
     for _ in range(steps):
-        result = sim.step(q, {'finger': command})
+        result = sim.step(q, {'finger': command}, q_ref=q_ref)
         assert result.success, result.status
-        q = result.q_next
+        q, q_ref = result.q_next, result.q_ref_next
     return sim, q, result
 
 

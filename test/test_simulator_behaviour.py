@@ -98,9 +98,11 @@ def test_sphere_finger_pushes_box_straight(tmp_path, quasi_dynamic):
 
 def squeeze_and_lift(sim):
     q = sim.default_positions()
-    q = run(sim, q, {'pads': [0.0, 0.1, -0.1]}, 3).q_next        # close and squeeze 2 cm
-    q = run(sim, q, {'pads': [0.1, 0.0, 0.0]}, 10).q_next        # lift 10 cm
-    return run(sim, q, {'pads': [0.0, 0.0, 0.0]}, 10)             # hold: settles
+    squeeze = run(sim, q, {'pads': [0.0, 0.1, -0.1]}, 3)           # close and squeeze 2 cm
+    lift = run(sim, squeeze.q_next, {'pads': [0.1, 0.0, 0.0]}, 10,  # lift 10 cm
+               q_ref=squeeze.q_ref_next)
+    return run(sim, lift.q_next, {'pads': [0.0, 0.0, 0.0]}, 10,     # hold: settles
+               q_ref=lift.q_ref_next)
 
 
 def net_force_on(result, body):

@@ -89,7 +89,6 @@ class SimSession:
         """Start over: t = 0, the scenario's initial q, no spring preload."""
         self.steps = 0
         self.context.SetTime(0.0)
-        self.plant.engine.reset()
         self.plant.set_positions(self.plant_context, self._q0)
         self._fix_commands(np.zeros(self.joints.size))
         self.simulator.Initialize()
