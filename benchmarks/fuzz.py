@@ -34,7 +34,8 @@ offending state of each kind (the first step into a penetration deeper than
 -1 mm and the deepest one, both outside the recovery windows, an exception,
 a failed step, an object below support or lost, a non-recovered injection
 with its 50 commands) is saved as lists of floats, so that
-``sim.step(np.array(s['q']), s['commands'], q_ref=np.array(s['q_ref']))``
+``sim.step(np.array(s['q']), s['commands'], q_ref=np.array(s['q_ref']),
+mip_start=s['mip_start'])``
 repeats it (``--replay`` does that).
 
 MIQP scenes (10 to 500 ms a step) get ``--miqp-steps``.  Prints a table,
@@ -328,9 +329,10 @@ def _floats(values) -> list:
     return [float(x) for x in values]
 
 
-def _state(step: int, q, q_ref, commands: dict, **detail) -> dict:
-    """Return a reproducible state: sim.step(q, commands, q_ref=q_ref)."""
+def _state(step: int, q, q_ref, commands: dict, mip_start=None, **detail) -> dict:
+    """Return a reproducible state: sim.step(q, commands, q_ref=q_ref, mip_start=mip_start)."""
     return {'step': step, 'q': _floats(q), 'q_ref': _floats(q_ref),
+            'mip_start': None if mip_start is None else _floats(mip_start),
             'commands': {k: _floats(v) for k, v in commands.items()}, **detail}
 
 
@@ -352,6 +354,7 @@ class _Run:
                            for r in sim.model.robots}
         self.offsets = np.cumsum([0] + [len(r.q_idx) for r in sim.model.robots])
         self.q, self.q_ref = self.home.copy(), self.scene.robot_positions(self.home)
+        self.mip_start = None         # the MIQP's, handed from step to step
         self.phi = sim.min_signed_distance(self.q)
         self.series = {'phi': [], 'window': [], 'mode': [], 'time': []}
         self.statuses, self.errors, self.exceptions = Counter(), Counter(), Counter()
@@ -376,6 +379,7 @@ class _Run:
             self.injections['skipped'] += 1
             return
         self.q, kind, self.phi, _ = injected
+        self.mip_start = None
         if kind == 'robot':
             self.q_ref = self.scene.robot_positions(self.q)
         self.injections['count'] += 1
@@ -400,16 +404,16 @@ class _Run:
         if self.window is not None and self.window < RECOVERY_STEPS:
             self.window_state['command_sequence'].append(
                 {n: _floats(c) for n, c in commands.items()})
-        q, q_ref, phi_before = self.q, self.q_ref, self.phi
+        q, q_ref, mip_start, phi_before = self.q, self.q_ref, self.mip_start, self.phi
         tick = time.perf_counter()
         try:
-            result = self.sim.step(q, commands, q_ref=q_ref)
+            result = self.sim.step(q, commands, q_ref=q_ref, mip_start=mip_start)
         except KeyboardInterrupt:
             raise
         except BaseException as err:  # noqa: B902 - the fuzzer records every failure
             result = None
             self.exceptions[_error_text(err)] += 1
-            self.states.setdefault('exception', _state(k, q, q_ref, commands,
+            self.states.setdefault('exception', _state(k, q, q_ref, commands, mip_start,
                                                        error=_error_text(err)))
         self.series['time'].append(time.perf_counter() - tick)
         below, gone, phi = [], {}, np.nan
@@ -419,8 +423,10 @@ class _Run:
                 if result.error:
                     self.errors[result.error[:300]] += 1
                 self.states.setdefault('failed_step', _state(
-                    k, q, q_ref, commands, status=result.status, error=result.error))
+                    k, q, q_ref, commands, mip_start, status=result.status,
+                    error=result.error))
             self.q, self.q_ref = result.q_next, result.q_ref_next
+            self.mip_start = result.mip_start_next
             try:
                 phi = self.sim.min_signed_distance(self.q)
                 below, gone = self.scene.objects_below_support(self.q)
@@ -429,11 +435,11 @@ class _Run:
             except BaseException as err:  # noqa: B902
                 self.exceptions[f'measure: {_error_text(err)}'] += 1
                 self.states.setdefault('exception', _state(
-                    k, q, q_ref, commands, error=f'measure: {_error_text(err)}'))
+                    k, q, q_ref, commands, mip_start, error=f'measure: {_error_text(err)}'))
         self.phi = phi
         for key, value in (('phi', phi), ('window', self.window is not None), ('mode', mode)):
             self.series[key].append(value)
-        state = functools.partial(_state, k, q, q_ref, commands)
+        state = functools.partial(_state, k, q, q_ref, commands, mip_start)
         if self.window is None:
             self.penetration(k, phi, phi_before, state)
         else:
@@ -480,6 +486,7 @@ class _Run:
         if objects and len(gone) == len(objects):
             self.episodes += 1          # nothing left to touch: start again
             self.q, self.q_ref = self.home.copy(), self.scene.robot_positions(self.home)
+            self.mip_start = None
             self.phi = self.sim.min_signed_distance(self.q)
             self.window = None
 
@@ -559,7 +566,8 @@ def fuzz_scene(path, steps: int, seed: int = 0, inject_rate: float = 0.02,
 def replay(path, state: dict, miqp_backend: Optional[str] = None):
     """Repeat one saved step on a fresh simulator; return its StepResult."""
     sim = QuasistaticSimulator(load_scenario(path, miqp_backend))
-    return sim.step(np.array(state['q']), state['commands'], q_ref=np.array(state['q_ref']))
+    return sim.step(np.array(state['q']), state['commands'], q_ref=np.array(state['q_ref']),
+                    mip_start=state.get('mip_start'))
 
 
 # ----- report -----------------------------------------------------------------------------

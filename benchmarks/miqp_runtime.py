@@ -104,17 +104,19 @@ def run_object(name: str, settings: BenchSettings) -> dict:
     plan, target, object_name = plan_pick_and_place(engine, task)
     q = engine.default_positions()
     z0 = engine.object_pose(q, object_name).translation()[2]
-    solve, step, binaries, heights, failures, q_ref = [], [], [], [], 0, None
+    solve, step, binaries, heights, failures = [], [], [], [], 0
+    q_ref = mip_start = None
     steps = min(plan.steps, settings.max_steps) if settings.max_steps > 0 else plan.steps
     for k in range(steps):
         start = time.perf_counter()
-        result = engine.step(q, {task.robot: plan.velocities[k]}, q_ref=q_ref)
+        result = engine.step(q, {task.robot: plan.velocities[k]}, q_ref=q_ref,
+                             mip_start=mip_start)
         step.append(time.perf_counter() - start)
         solve.append(result.solve_time)
         contacts = result.contact_set
         binaries.append(contacts.n_c * (2 + contacts.n_d))
         failures += not result.success
-        q, q_ref = result.q_next, result.q_ref_next
+        q, q_ref, mip_start = result.q_next, result.q_ref_next, result.mip_start_next
         heights.append(engine.object_pose(q, object_name).translation()[2] - z0)
     solve_ms, heights = np.array(solve) * 1e3, np.array(heights)
     final = engine.object_pose(q, object_name).translation()

@@ -233,7 +233,7 @@ def run_once(scenario: Scenario, pattern, seed: int, steps: int, every: int, rss
     q = q0 = sim.default_positions()
     robot0 = np.concatenate([sim.robot_positions(q0, r.name) for r in robots])
     xyz0 = [sim.object_pose(q0, name).translation() for name in objects]
-    q_ref = None
+    q_ref = mip_start = None
     failed, min_phi, errors, lifts = 0, np.inf, [], []
     drift = {'robot': 0.0, 'reference': 0.0, 'object_mm': 0.0}
     digest = hashlib.sha256(q.tobytes())
@@ -275,12 +275,13 @@ def run_once(scenario: Scenario, pattern, seed: int, steps: int, every: int, rss
                                            default=0.0)
         elif marker == 'held' and objects:
             lifts.append(1e3 * max(float(d[2]) for d in object_offsets()))
-        result = sim.step(q, {name: v[s] for name, s in slices.items()}, q_ref=q_ref)
+        result = sim.step(q, {name: v[s] for name, s in slices.items()}, q_ref=q_ref,
+                          mip_start=mip_start)
         if not result.success:
             failed += 1
             if len(errors) < 5:
                 errors.append(f'step {k}: {result.status} {result.error}'.strip())
-        q, q_ref = result.q_next, result.q_ref_next
+        q, q_ref, mip_start = result.q_next, result.q_ref_next, result.mip_start_next
         min_phi = min(min_phi, result.min_phi_next)
         digest.update(q.tobytes())
         if k % every == 0 or k == steps:

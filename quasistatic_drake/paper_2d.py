@@ -133,13 +133,15 @@ def run_drake(backend: str = "gurobi") -> Trajectory:
     sim = QuasistaticSimulator(scenario)
     q = sim.default_positions()                # [y_g, x_l, x_r, x_c, y_c]
     order = [3, 4, 1, 2, 0]                    # -> [x_c, y_c, x_l, x_r, y_g]
-    qs, forces, times, q_ref = [q[order]], [], [], None
+    qs, forces, times = [q[order]], [], []
+    q_ref = mip_start = None
     for step in range(1, STEPS + 1):
         x_l_dot, x_r_dot, y_g_dot = command_eq29(step)
-        result = sim.step(q, {"gripper": [y_g_dot, x_l_dot, x_r_dot]}, q_ref=q_ref)
+        result = sim.step(q, {"gripper": [y_g_dot, x_l_dot, x_r_dot]}, q_ref=q_ref,
+                          mip_start=mip_start)
         if not result.success:
             raise RuntimeError(f"step {step}: {result.status}")
-        q, q_ref = result.q_next, result.q_ref_next
+        q, q_ref, mip_start = result.q_next, result.q_ref_next, result.mip_start_next
         qs.append(q[order])
         forces.append(sum(c.force_W[0] for c in result.contacts
                           if c.body_a == "gripper::left_finger"))

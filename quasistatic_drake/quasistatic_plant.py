@@ -9,6 +9,9 @@ State (in the Context, nothing hidden in the System):
   (seed 002's impedance model, see simulator.py), robots in scenario order;
 * an abstract :class:`StepOutcome`: what the last step reported (status,
   contacts, timing), for the status and contact-results output ports.
+* an abstract MIP start (the MIQP only; None at first and after
+  ``set_positions``): the last step's ``StepResult.mip_start_next``, passed
+  to the next step.
 
 Timing (zero-order hold).  A periodic unrestricted update with period h and
 offset 0 fires at t_k = k h.  The state seen at t_k (after
@@ -34,7 +37,7 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 import numpy as np
-from pydrake.common.value import AbstractValue
+from pydrake.common.value import AbstractValue, Value
 from pydrake.geometry import QueryObject
 from pydrake.math import RigidTransform
 from pydrake.systems.framework import BasicVector, Context, LeafSystem, State
@@ -99,6 +102,8 @@ class QuasistaticPlant(LeafSystem):
         self._q_ref_index = self.DeclareDiscreteState(q0[self._robot_q_idx])
         self._outcome_index = self.DeclareAbstractState(
             AbstractValue.Make(self._initial_outcome(q0)))
+        # the MIQP's MIP start for the next step (None: none; the QP has none)
+        self._mip_start_index = self.DeclareAbstractState(Value[object](None))
         self._command_ports = {r.name: self.DeclareVectorInputPort(
             f"{r.name}_velocity_command", len(r.joint_names)) for r in model.robots}
         self.DeclarePeriodicUnrestrictedUpdateEvent(self.time_step, 0.0, self._update)
@@ -152,6 +157,7 @@ class QuasistaticPlant(LeafSystem):
         context.SetDiscreteState(self._q_index, q)
         context.SetDiscreteState(self._q_ref_index, q[self._robot_q_idx])
         context.SetAbstractState(self._outcome_index, self._initial_outcome(q, context.get_time()))
+        context.SetAbstractState(self._mip_start_index, None)
 
     # ----- the update ------------------------------------------------------------------
     def _update(self, context: Context, state: State) -> None:
@@ -159,8 +165,9 @@ class QuasistaticPlant(LeafSystem):
         q_ref = self.get_reference(context)
         t = context.get_time()
         commands = self._read_commands(context, t)
+        mip_start = context.get_abstract_state(self._mip_start_index).get_value()
         try:
-            result = self.engine.step(q, commands, q_ref=q_ref)
+            result = self.engine.step(q, commands, q_ref=q_ref, mip_start=mip_start)
         except CommandError as err:
             raise CommandError(f"QuasistaticPlant at t = {t:.6g} s: {err} The state was not "
                                "changed.") from None
@@ -168,6 +175,7 @@ class QuasistaticPlant(LeafSystem):
         if result.success:
             state.get_mutable_discrete_state(self._q_index).set_value(result.q_next)
             state.get_mutable_discrete_state(self._q_ref_index).set_value(result.q_ref_next)
+        state.get_mutable_abstract_state(self._mip_start_index).set_value(result.mip_start_next)
         state.get_mutable_abstract_state(self._outcome_index).set_value(
             self._outcome(result, t, previous.steps + 1))
 

@@ -87,7 +87,8 @@ class StepResult:
     robot's ``max_reference_lead`` of its joints (``_bounded_reference``).
     ``status`` is "error" when something inside the
     step raised (a Drake check, a solver crash): ``error`` then says what,
-    and q_next = q.
+    and q_next = q.  ``mip_start_next`` (the MIQP only) is the MIP start for
+    the next step: this step's binaries, or on failure the start it was given.
     """
 
     q_next: np.ndarray
@@ -106,6 +107,7 @@ class StepResult:
     recovery_fraction: float = 1.0
     rotation_limited: bool = False
     reference_limited: bool = False
+    mip_start_next: Optional[np.ndarray] = None
 
     @property
     def success(self) -> bool:
@@ -206,13 +208,17 @@ class QuasistaticSimulator:
         return self._checked_q(q)
 
     def step(self, q: np.ndarray, v_cmd: Mapping[str, np.ndarray],
-             q_ref: Optional[np.ndarray] = None) -> StepResult:
+             q_ref: Optional[np.ndarray] = None,
+             mip_start: Optional[np.ndarray] = None) -> StepResult:
         """
         Advance q by one time step h under the robots' velocity commands.
 
         ``v_cmd`` maps robot names to joint velocities (robots left out hold still).
         ``q_ref`` is the robots' reference (module docstring); None means the
-        robot positions of q.  The result depends on the arguments only.
+        robot positions of q.  ``mip_start`` (the MIQP only) is a MIP start for
+        the step's solves, usually the last step's ``mip_start_next``: it
+        changes how fast Gurobi solves, and among equally good solutions
+        which one it returns.  The result depends on the arguments only.
         The input q is never modified.  Bad input raises CommandError and
         changes nothing, as does ``MiqpTooLarge`` (the MIQP exceeds the
         solver's licence; its message gives the fixes).  A failed solve, or any
@@ -224,8 +230,9 @@ class QuasistaticSimulator:
         q = self._checked_q(q).copy()
         v_bar = self._checked_command(v_cmd)
         q_ref = self._start_reference(q, q_ref)
+        mip_start = self._checked_mip_start(mip_start)
         try:
-            return self._step(q, q_ref, v_bar, start)
+            return self._step(q, q_ref, v_bar, mip_start, start)
         except MiqpTooLarge:
             raise
         except (Exception, SystemExit) as err:   # noqa: B902 - nothing may end the process
@@ -233,34 +240,34 @@ class QuasistaticSimulator:
                 q_next=q, status="error", solve_time=0.0, q_ref_next=q_ref, v=None,
                 contact_set=ContactSet.empty(self.model.n_v, self.scenario.friction_directions),
                 forces_W=np.zeros((0, 3)), step_time=time.perf_counter() - start,
-                error=f"{type(err).__name__}: {err}")
+                error=f"{type(err).__name__}: {err}", mip_start_next=mip_start)
 
     def rollout(self, q0: np.ndarray, commands: Iterable[Mapping[str, np.ndarray]],
                 q_ref: Optional[np.ndarray] = None) -> Rollout:
         """
         Step from q0 through ``commands``, one ``v_cmd`` mapping per step.
 
-        Each step starts from the last one's ``q_next`` and ``q_ref_next``;
-        ``q_ref`` is the first step's reference (None: the robot positions of
-        q0).  A failed step keeps q, and the rollout goes on from there.  A bad
+        Each step starts from the last one's ``q_next``, ``q_ref_next`` and
+        ``mip_start_next``; ``q_ref`` is the first step's reference (None: the
+        robot positions of q0).  A failed step keeps q, and the rollout goes on from there.  A bad
         command raises CommandError naming its index; nothing is returned.
         """
         q = self._checked_q(q0).copy()
         q_ref = self._start_reference(q, q_ref)
-        qs, refs, results = [q], [q_ref], []
+        qs, refs, results, mip_start = [q], [q_ref], [], None
         for k, v_cmd in enumerate(commands):
             try:
-                result = self.step(q, v_cmd, q_ref=q_ref)
+                result = self.step(q, v_cmd, q_ref=q_ref, mip_start=mip_start)
             except CommandError as err:
                 raise CommandError(f"commands[{k}]: {err}") from err
-            q, q_ref = result.q_next, result.q_ref_next
+            q, q_ref, mip_start = result.q_next, result.q_ref_next, result.mip_start_next
             qs.append(q)
             refs.append(q_ref)
             results.append(result)
         return Rollout(q=np.array(qs), q_ref=np.array(refs), results=tuple(results))
 
     def _step(self, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray,
-              start: float) -> StepResult:
+              mip_start: Optional[np.ndarray], start: float) -> StepResult:
         """Detect, solve and integrate one step from checked inputs (:meth:`step`)."""
         q_ref_next = self._next_reference(q, q_ref, v_bar)
         tolerance = self.scenario.contact_detection_tolerance
@@ -270,9 +277,10 @@ class QuasistaticSimulator:
             contacts = self.detector.detect(tolerance, pairs)
             if self._miqp is not None and self.scenario.miqp.max_points_per_pair:
                 contacts = thin_contacts(contacts, self.scenario.miqp.max_points_per_pair)
-            solution = self._solve_formulation(q, q_ref, q_ref_next, v_bar, contacts)
+            solution = self._solve_formulation(q, q_ref, q_ref_next, v_bar, contacts,
+                                               mip_start)
             if solution.v is None:
-                return self._failure(q, q_ref, contacts, solution, start)
+                return self._failure(q, q_ref, contacts, solution, mip_start, start)
             wider = self._tolerance_for_sweep(solution.v, tolerance)
             if wider is None or resolves == MAX_RESOLVES:
                 break
@@ -281,7 +289,7 @@ class QuasistaticSimulator:
         if self._deepened(pairs, q_next):
             self.model.set_positions(q)
             limited = self._solve_formulation(q, q_ref, q_ref_next, v_bar, contacts,
-                                              rotation_limited=True)
+                                              mip_start, rotation_limited=True)
             if limited.v is not None:
                 solution, q_next = limited, self._integrate(q, limited.v)
         q_ref_next, reference_limited = self._bounded_reference(q_ref_next, q_next)
@@ -292,11 +300,13 @@ class QuasistaticSimulator:
             resolves=resolves, min_phi_next=self._min_phi(q_next),
             recovery_dropped=solution.recovery_dropped,
             recovery_fraction=solution.recovery_fraction, tight_big_m=solution.tight_big_m,
-            rotation_limited=solution.rotation_limited, reference_limited=reference_limited)
+            rotation_limited=solution.rotation_limited, reference_limited=reference_limited,
+            mip_start_next=solution.mip_start)
         return result
 
     # ----- the step ----------------------------------------------------------
     def _solve_formulation(self, q, q_ref, q_ref_next, v_bar, contacts: ContactSet,
+                           mip_start: Optional[np.ndarray],
                            rotation_limited: bool = False) -> QpStepSolution:
         """Solve the scenario's formulation; optionally with each body's turn bounded."""
         v_lower, v_upper = self._velocity_bounds(q)
@@ -306,7 +316,7 @@ class QuasistaticSimulator:
 
         def solve(rows: ContactSet) -> QpStepSolution:
             if self._miqp is not None:
-                return self._solve_miqp(q, q_ref, v_bar, rows, v_lower, v_upper)
+                return self._solve_miqp(q, q_ref, v_bar, rows, v_lower, v_upper, mip_start)
             return self._solve(q, q_ref_next, rows, v_lower, v_upper)
 
         solution = solve(contacts)
@@ -442,8 +452,8 @@ class QuasistaticSimulator:
         return q_ref_next - lead + np.clip(lead, -self._max_lead, self._max_lead), True
 
     def _solve_miqp(self, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray,
-                    contacts: ContactSet, v_lower: np.ndarray,
-                    v_upper: np.ndarray) -> QpStepSolution:
+                    contacts: ContactSet, v_lower: np.ndarray, v_upper: np.ndarray,
+                    mip_start: Optional[np.ndarray]) -> QpStepSolution:
         """
         Solve seed 000's eq. 23 for this step (formulations/miqp.py).
 
@@ -464,14 +474,14 @@ class QuasistaticSimulator:
         data = miqp_data(contacts, self.h, idx_u, idx_a, self.h * v_bar, tau_u, settings,
                          self.h * v_lower, self.h * v_upper, self._point_reach(v_bar),
                          self._object_weight, phibar_delayed)
-        answer = self._miqp.solve(data, settings)
+        answer = self._miqp.solve(data, settings, start=mip_start)
         if answer.x is None:
             return QpStepSolution(None, np.zeros((contacts.n_c, 3)), answer.status,
                                   answer.solve_time, data.n_binaries)
         return QpStepSolution(answer.x / self.h,
                               contact_impulses_miqp(contacts, answer.P_n, answer.P_f),
                               "optimal", answer.solve_time, data.n_binaries,
-                              tight_big_m=answer.tight_big_m)
+                              tight_big_m=answer.tight_big_m, mip_start=answer.z)
 
     def _point_reach(self, v_bar: np.ndarray) -> float:
         """D of the MIQP big-M: the tolerance plus twice the farthest robot point's travel."""
@@ -542,11 +552,11 @@ class QuasistaticSimulator:
         pairs = self._pairs(q, self.scenario.contact_detection_tolerance)
         return min((p.distance for p in pairs if np.isfinite(p.distance)), default=np.inf)
 
-    def _failure(self, q, q_ref, contacts, solution, start) -> StepResult:
+    def _failure(self, q, q_ref, contacts, solution, mip_start, start) -> StepResult:
         return StepResult(q_next=q, status=solution.status, solve_time=solution.solve_time,
                           q_ref_next=q_ref, v=None, contact_set=contacts,
                           forces_W=np.zeros((contacts.n_c, 3)),
-                          step_time=time.perf_counter() - start)
+                          step_time=time.perf_counter() - start, mip_start_next=mip_start)
 
     # ----- set-up helpers ------------------------------------------------------
     def _warm_up(self) -> None:
@@ -678,6 +688,26 @@ class QuasistaticSimulator:
             bad = [names[i] for i in np.flatnonzero(~np.isfinite(vec))]
             raise CommandError(f"{where} is not finite for joint(s) {bad}: {vec.tolist()}.")
         return vec
+
+    def _checked_mip_start(self, mip_start) -> Optional[np.ndarray]:
+        """Return the MIP start as a 0/1 float array, or None (CommandError if it is not one)."""
+        if mip_start is None:
+            return None
+        if self._miqp is None:
+            raise CommandError("mip_start: this scenario's formulation is "
+                               f"{self.scenario.formulation!r}, which takes none. Fix: pass "
+                               "mip_start=None (only formulation: miqp uses it).")
+        try:
+            z = np.array(mip_start, dtype=float).reshape(-1)
+        except (TypeError, ValueError) as err:
+            raise CommandError(f"mip_start must be a sequence of 0/1 values, "
+                               f"got {mip_start!r}. Fix: pass a StepResult's "
+                               "mip_start_next, or None.") from err
+        if not np.all((z == 0.0) | (z == 1.0)):
+            raise CommandError("mip_start must hold only 0 and 1 values (the binaries of "
+                               "an earlier step). Fix: pass a StepResult's mip_start_next, "
+                               "or None.")
+        return z
 
     def _start_reference(self, q: np.ndarray, q_ref: Optional[np.ndarray]) -> np.ndarray:
         if q_ref is not None:

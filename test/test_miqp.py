@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO_ROOT
-from quasistatic_drake import QuasistaticSimulator, Scenario, ScenarioError
+from quasistatic_drake import CommandError, QuasistaticSimulator, Scenario, ScenarioError
 from quasistatic_drake import paper_2d as P
 from quasistatic_drake.formulations.miqp import MiqpSettings, miqp_data
 from quasistatic_drake.formulations.miqp_backends import (BACKENDS, GurobiBackend,
@@ -119,12 +119,12 @@ def test_delayed_lower_bound_still_lifts():
     scenario = Scenario.from_yaml(f'{REPO_ROOT}/config/paper_2d.yaml')
     scenario = replace(scenario, miqp=replace(scenario.miqp, delayed_lower_bound=True))
     sim = QuasistaticSimulator(scenario)
-    q, q_ref = sim.default_positions(), None
+    q, q_ref, z = sim.default_positions(), None, None
     for step in range(1, 40):
         x_l, x_r, y_g = P.command_eq29(step)
-        result = sim.step(q, {'gripper': [y_g, x_l, x_r]}, q_ref=q_ref)
+        result = sim.step(q, {'gripper': [y_g, x_l, x_r]}, q_ref=q_ref, mip_start=z)
         assert result.success
-        q, q_ref = result.q_next, result.q_ref_next
+        q, q_ref, z = result.q_next, result.q_ref_next, result.mip_start_next
     assert q[4] > 0.065, 'held by the one-step-delayed lower bound, the cylinder rises'
 
 
@@ -312,11 +312,11 @@ def finger_push(formulation, command, steps):
     """Run the finger-push scene; return (sim, q, last result)."""
     sim = QuasistaticSimulator(replace(Scenario.from_yaml(FINGER_PUSH),
                                        formulation=formulation))
-    q, q_ref = sim.default_positions(), None
+    q, q_ref, z = sim.default_positions(), None, None
     for _ in range(steps):
-        result = sim.step(q, {'finger': command}, q_ref=q_ref)
+        result = sim.step(q, {'finger': command}, q_ref=q_ref, mip_start=z)
         assert result.success, result.status
-        q, q_ref = result.q_next, result.q_ref_next
+        q, q_ref, z = result.q_next, result.q_ref_next, result.mip_start_next
     return sim, q, result
 
 
@@ -377,3 +377,41 @@ def test_miqp_pushes_the_box_like_the_qp_and_balances_its_forces():
 def tilt_deg_of(X):
     """Return the angle between a pose's z axis and the world's, in degrees."""
     return float(np.degrees(np.arccos(np.clip(X.rotation().matrix()[2, 2], -1.0, 1.0))))
+
+
+def test_the_mip_start_is_an_explicit_input_and_output():
+    """Same arguments, same result, whatever was solved in between; bad starts are refused."""
+    sim = QuasistaticSimulator(Scenario.from_yaml(f'{REPO_ROOT}/config/paper_2d.yaml'))
+    q = sim.default_positions()
+    command = {'gripper': [0.0, 0.1, -0.1]}
+    first = sim.step(q, command)
+    z = first.mip_start_next
+    assert z is not None and z.size == first.contact_set.n_c * (2 + first.contact_set.n_d)
+    assert set(np.unique(z)) <= {0.0, 1.0}
+    again = sim.step(first.q_next, command, q_ref=first.q_ref_next, mip_start=z)
+    sim.step(q, {'gripper': [0.0, -0.1, 0.1]})                  # unrelated solves
+    sim.step(first.q_next, {'gripper': [0.1, 0.0, 0.0]}, mip_start=1.0 - z)
+    later = sim.step(first.q_next, command, q_ref=first.q_ref_next, mip_start=z)
+    for name in ('q_next', 'q_ref_next', 'v', 'forces_W', 'mip_start_next'):
+        np.testing.assert_array_equal(getattr(again, name), getattr(later, name), err_msg=name)
+    with pytest.raises(CommandError, match=r'mip_start must hold only 0 and 1.*Fix'):
+        sim.step(q, command, mip_start=[0.5] * z.size)
+    with pytest.raises(CommandError, match=r'mip_start must be a sequence.*Fix'):
+        sim.step(q, command, mip_start='warm')
+    qp = QuasistaticSimulator(Scenario.from_yaml(FINGER_PUSH))
+    with pytest.raises(CommandError, match=r"formulation is 'qp', which takes none.*Fix"):
+        qp.step(qp.default_positions(), {}, mip_start=z)
+
+
+def test_a_failed_miqp_step_hands_on_the_start_it_was_given(tmp_path):
+    from conftest import ground_entry, make_sim, pads_robot, sdf_box_object, write
+    sim = make_sim(tmp_path, {
+        'formulation': 'miqp', 'robots': [pads_robot(tmp_path, 0.8)],
+        'objects': [{'name': 'box', 'file': write(tmp_path, 'box.sdf',
+                                                  sdf_box_object('box', (0.1, 0.1, 0.1), 1.0)),
+                     'initial_pose': {'xyz': [0.0, 0.0, 0.5]}}],
+        'environment': [ground_entry(tmp_path)]})
+    start = np.array([1.0, 0.0, 1.0])
+    result = sim.step(sim.default_positions(), {'pads': [0.0, 0.1, -0.1]}, mip_start=start)
+    assert not result.success
+    np.testing.assert_array_equal(result.mip_start_next, start)

@@ -156,6 +156,7 @@ class MiqpSolution:
     objective: float = np.nan
     tight_big_m: tuple[str, ...] = ()
     binaries: int = 0
+    z: Optional[np.ndarray] = None    # the binaries (rounded): a MIP start for the next solve
 
 
 def miqp_data(contacts: ContactSet, h: float, idx_u: np.ndarray, idx_a: np.ndarray,

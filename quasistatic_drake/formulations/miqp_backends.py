@@ -4,9 +4,11 @@ MIQP solvers for eq. 23 (miqp.py): Gurobi through gurobipy's matrix API, and SCI
 Both take a :class:`MiqpData` and return a :class:`MiqpSolution` whose
 ``solve_time`` is the solver's own runtime (Gurobi's ``Runtime`` attribute,
 as seed 000's Table I; SCIP's solving time).  Gurobi builds a model per
-step with the matrix API (one sparse constraint matrix, 1-4 ms); when the
-number of binaries is unchanged, the previous step's binaries are its MIP
-start.  Reusing the model between steps would save little: every
+step with the matrix API (one sparse constraint matrix, 1-4 ms).  A caller
+may pass a MIP start (``start``, the binaries z of an earlier solution, such
+as the previous step's ``MiqpSolution.z``); it is used when the number of
+binaries matches.  The backend keeps nothing between solves.  SCIP takes
+no start here.  Reusing the model between steps would save little: every
 coefficient of eq. 23 changes with q (the Jacobians, phi, the bounds), so a
 reused model would have all its constraints replaced, which costs what a
 new one does.
@@ -75,11 +77,11 @@ def _solution(data: MiqpData, y: np.ndarray, z: np.ndarray, runtime: float) -> M
         x=y[:n_v].copy(), P_n=y[n_v:n_v + n_c].copy(), P_f=y[n_v + n_c:n_v + n_c + n_d].copy(),
         gamma=y[n_v + n_c + n_d:].copy(), status="optimal", solve_time=runtime,
         objective=data.objective(y), tight_big_m=tight_rows(data, y, z),
-        binaries=data.n_binaries)
+        binaries=data.n_binaries, z=np.round(z))
 
 
 class GurobiBackend:
-    """Gurobi with model reuse and warm starts (module docstring)."""
+    """Gurobi through the matrix API, with an optional MIP start (module docstring)."""
 
     def __init__(self):
         """Open a quiet Gurobi environment (raises MiqpSolverMissing without gurobipy)."""
@@ -96,18 +98,18 @@ class GurobiBackend:
         # against 1.3 s, 4.0 s against 4.8 s).
         self.env.setParam("Threads", 1)
         self.env.start()
-        self._last_z: Optional[np.ndarray] = None
 
-    def solve(self, data: MiqpData, settings: MiqpSettings) -> MiqpSolution:
-        """Solve eq. 23 (objective ||x_a - xbar_a||^2 + eps ||x_u||^2)."""
+    def solve(self, data: MiqpData, settings: MiqpSettings,
+              start: Optional[np.ndarray] = None) -> MiqpSolution:
+        """Solve eq. 23 (objective ||x_a - xbar_a||^2 + eps ||x_u||^2); ``start``: a MIP start."""
         gp = self.gp
         model, y, z = self._model(data)
         model.Params.TimeLimit = settings.time_limit
         model.Params.MIPGap = settings.mip_gap
         model.Params.MIPGapAbs = 0.0     # objectives are ~1e-6 (m^2): the default 1e-10 is coarse
         model.Params.OptimalityTol = 1e-9
-        if self._last_z is not None and len(self._last_z) == data.n_binaries:
-            z.Start = self._last_z
+        if start is not None and len(start) == data.n_binaries:
+            z.Start = start
         try:
             model.optimize()
         except gp.GurobiError as err:
@@ -131,7 +133,6 @@ class GurobiBackend:
             runtime += model.Runtime
             if model.SolCount:
                 y_best, z_best = np.asarray(y.X), np.asarray(z.X)
-        self._last_z = np.round(z_best)
         return _solution(data, y_best, z_best, runtime)
 
     def _least_force(self, model, y, data: MiqpData) -> None:
@@ -238,8 +239,9 @@ class ScipBackend:
                                     "pyscipopt), or choose backend: gurobi.") from err
         self.scip = pyscipopt
 
-    def solve(self, data: MiqpData, settings: MiqpSettings) -> MiqpSolution:
-        """Solve eq. 23 with SCIP."""
+    def solve(self, data: MiqpData, settings: MiqpSettings,
+              start: Optional[np.ndarray] = None) -> MiqpSolution:
+        """Solve eq. 23 with SCIP (``start`` is accepted for the common signature, not used)."""
         scip = self.scip
         model = scip.Model()
         model.hideOutput()

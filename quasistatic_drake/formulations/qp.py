@@ -74,6 +74,7 @@ class QpStepSolution:
     recovery_fraction: float = 1.0   # the fraction of each penetration worked off
     tight_big_m: tuple[str, ...] = ()  # MIQP: big-M rows tight at the solution
     rotation_limited: bool = False   # set by the caller when the objects' turn was bounded
+    mip_start: Optional[np.ndarray] = None   # MIQP: the solution's binaries, a next MIP start
 
 
 def qp_cost(n_v: int, h: float, robot_v_idx: np.ndarray, stiffness: np.ndarray,

@@ -8,7 +8,7 @@ port to the given command, then ``AdvanceTo((k + 1) h)``
 yields q_{k+1}).  A failed solve leaves q as it was (the plant's rule).  An
 exception in the step, of any type but KeyboardInterrupt (pydrake raises
 Drake's internal failures as SystemExit), puts back the time and the whole
-state of before the step (q, q_ref and the last StepOutcome) and is
+state of before the step (q, q_ref, the MIP start and the last StepOutcome) and is
 re-raised; the next call then takes exactly one step h from there.
 :meth:`SimSession.reset` starts over at t = 0 from the scenario's initial
 configuration.  No rclpy here.
