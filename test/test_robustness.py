@@ -24,7 +24,7 @@ from quasistatic_drake.model import DEFAULT_MAX_LEAD
 from quasistatic_drake.simulator import LINEARISATION_ERROR
 
 from conftest import (ground_entry, make_sim, PENETRATION_LIMIT, pose_xyz_rpy, REPO_ROOT,
-                      sdf_box_object, sdf_shape_object, write)
+                      sdf_box_object, sdf_shape_object, urdf_cartesian_robot, write)
 
 TABLE_EDGE_X = 0.6          # config/finger_push.yaml: the 1.2 m table is centred at x = 0
 FINGER_AWAY = [-0.3, 0.0, 0.3]
@@ -304,6 +304,32 @@ def test_joint_velocity_limits_bound_the_joints():
     result = sim.step(q, {'pads': [30.0, 0, 0]})
     assert sim.robot_positions(result.q_next, 'pads')[0] - 0.05 == pytest.approx(0.1, abs=1e-9)
     assert result.q_ref_next[0] == pytest.approx(0.05 + DEFAULT_MAX_LEAD['prismatic'] + 0.1)
+
+
+# ----- position limits ----------------------------------------------------------------------
+def limited_slider(tmp_path):
+    """Return a robot of one prismatic joint along x: limits [-0.1, 0.1] m, 1 m/s, in the air."""
+    cube = '<origin xyz="0 0 0.5"/><geometry><box size="0.02 0.02 0.02"/></geometry>'
+    urdf = urdf_cartesian_robot('slider', [('slide', 'world', '1 0 0', cube)]).replace(
+        'lower="-2" upper="2"', 'lower="-0.1" upper="0.1"')
+    return make_sim(tmp_path, {
+        'robots': [{'name': 'slider', 'file': write(tmp_path, 'slider.urdf', urdf),
+                    'stiffness': [1000], 'initial_positions': [0.0]}],
+        'environment': [ground_entry(tmp_path)]})
+
+
+def test_joint_position_limits_hold_and_a_joint_beyond_one_may_stay(tmp_path):
+    """QP bounds (min(lo, q) - q) / h <= v' <= (max(hi, q) - q) / h (formulations/qp.py)."""
+    sim = limited_slider(tmp_path)
+    out = sim.rollout(sim.default_positions(), [{'slider': [0.6]}] * 4)
+    assert out.failed_steps == 0
+    assert out.q[1:, 0] == pytest.approx([0.06, 0.1, 0.1, 0.1], abs=1e-9), 'stops at 0.1 m'
+    beyond = sim.default_positions()
+    beyond[0] = 0.15                                         # placed beyond the upper limit
+    further = sim.step(beyond, {'slider': [0.5]})
+    assert further.success and further.q_next[0] == pytest.approx(0.15, abs=1e-12)
+    back = sim.step(beyond, {'slider': [-0.5]})
+    assert back.success and back.q_next[0] == pytest.approx(0.10, abs=1e-9)
 
 
 # ----- the README's statement about a box pushed through its centre ------------------------
