@@ -249,8 +249,9 @@ class QuasistaticSimulator:
 
         Each step starts from the last one's ``q_next``, ``q_ref_next`` and
         ``mip_start_next``; ``q_ref`` is the first step's reference (None: the
-        robot positions of q0).  A failed step keeps q, and the rollout goes on from there.  A bad
-        command raises CommandError naming its index; nothing is returned.
+        robot positions of q0).  A failed step keeps q, and the rollout goes on
+        from there.  A bad command raises CommandError naming its index;
+        nothing is returned.
         """
         q = self._checked_q(q0).copy()
         q_ref = self._start_reference(q, q_ref)
