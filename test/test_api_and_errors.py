@@ -21,7 +21,7 @@ def sim():
 
 
 LAUNCH_IMPORTS = ('quasistatic_drake.paths', 'quasistatic_drake.ros.params',
-                  'quasistatic_drake.ros.description')
+                  'quasistatic_drake.ros.description', 'quasistatic_drake.ros.launch_plan')
 
 
 def test_what_the_launch_files_import_loads_neither_pydrake_nor_numba():

@@ -1,15 +1,16 @@
 """
-The launch files and config/sim.yaml against the node's declared parameters (no `launch`).
+The launch files' building blocks: robot_description helpers, config/sim.yaml, structure.
 
-`launch` and `launch_ros` are not installable here, so the launch files are
-read with ast: every parameter they pass to quasistatic_sim must be one the
-node declares, every LaunchConfiguration must be declared, and the params
-file they load must be valid for the node.  The robot_description helper the
-launch files use is tested on the arm's URDF, which has Drake capsules.
+What the launch files start is tested as behaviour in test/test_launch_plan.py
+(quasistatic_drake.ros.launch_plan computes it).  Here: the robot_description
+helpers the plan gives robot_state_publisher (tested on the arm's URDF, which
+has Drake capsules), config/sim.yaml against the node's parameters, and a
+last structural check that each launch file is only the plan's wrapper.
 """
 
 import ast
 import os
+import re
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -19,97 +20,49 @@ import pytest
 import yaml
 
 from conftest import REPO_ROOT
-from quasistatic_drake.ros.description import (DescriptionError, robot_descriptions,
-                                               robot_state_publisher_parameters, root_link,
+from quasistatic_drake.ros.description import (DescriptionError, robot_descriptions, root_link,
                                                ros_urdf)
+from quasistatic_drake.ros.launch_plan import SIM_ARGUMENTS, VIEW_ROBOT_ARGUMENTS
 from quasistatic_drake.ros.params import NODE_NAME, node_params, PARAMETERS
 
 LAUNCH_DIR = os.path.join(REPO_ROOT, 'launch')
 SIM_YAML = os.path.join(REPO_ROOT, 'config', 'sim.yaml')
 ARM_URDF = os.path.join(REPO_ROOT, 'urdf', 'iiwa14_wsg50.urdf')
 ARM_SCENARIO = os.path.join(REPO_ROOT, 'config', 'arm_pick_place.yaml')
-# robot_state_publisher's parameters (ROS 2 Jazzy/Kilted), plus rclcpp's use_sim_time
-RSP_PARAMETERS = {'robot_description', 'publish_frequency', 'ignore_timestamp', 'frame_prefix',
-                  'use_sim_time'}
-UNSUPPORTED_BY_URDFDOM = ('capsule', 'ellipsoid')
-
-
-def launch_tree(name):
-    """Return the parsed AST of launch/<name>."""
-    with open(os.path.join(LAUNCH_DIR, name)) as f:
-        return ast.parse(f.read(), filename=name)
+PLAN_MODULE = 'quasistatic_drake.ros.launch_plan'
+# launch file -> (the plan's argument list, its name, the plan function's name)
+LAUNCH_FILES = {'sim.launch.py': (SIM_ARGUMENTS, 'SIM_ARGUMENTS', 'sim_nodes'),
+                'view_robot.launch.py': (VIEW_ROBOT_ARGUMENTS, 'VIEW_ROBOT_ARGUMENTS',
+                                         'view_robot_nodes')}
 
 
 def calls(tree, name):
-    """Return the calls of ``name`` (a plain or attribute function name) in the tree."""
-    def called(node):
-        f = node.func
-        return (isinstance(f, ast.Name) and f.id == name) or (
-            isinstance(f, ast.Attribute) and f.attr == name)
-    return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and called(n)]
+    """Return the calls of ``name`` (a plain function name) in the tree."""
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name) and n.func.id == name]
 
 
-def keyword(call, name):
-    """Return a keyword argument's AST node, or None."""
-    return next((k.value for k in call.keywords if k.arg == name), None)
+def enclosing_comprehension(tree, node):
+    """Return the innermost comprehension whose element contains ``node`` (None if none)."""
+    found = None
+    for comp in ast.walk(tree):
+        if isinstance(comp, (ast.ListComp, ast.DictComp)):
+            parts = [comp.elt] if isinstance(comp, ast.ListComp) else [comp.key, comp.value]
+            if any(node in ast.walk(part) for part in parts):
+                found = comp          # ast.walk is breadth-first: later ones are inner
+    return found
 
 
-def string_args(tree, function):
-    """Return the first string argument of every call of ``function``."""
-    return {c.args[0].value for c in calls(tree, function)
-            if c.args and isinstance(c.args[0], ast.Constant)}
-
-
-def sim_node_call(tree):
-    """Return the Node(...) call that starts quasistatic_sim."""
-    nodes = [c for c in calls(tree, 'Node')
-             if isinstance(keyword(c, 'executable'), ast.Constant)
-             and keyword(c, 'executable').value == 'quasistatic-drake-node']
-    assert len(nodes) == 1, 'exactly one quasistatic-drake-node'
-    return nodes[0]
-
-
-def test_sim_launch_passes_only_declared_parameters():
-    tree = launch_tree('sim.launch.py')
-    node = sim_node_call(tree)
-    assert keyword(node, 'name').value == NODE_NAME
-    parameters = keyword(node, 'parameters')
-    dicts = [e for e in parameters.elts if isinstance(e, ast.Dict)]
-    passed = {k.value for d in dicts for k in d.keys}
-    assert passed and passed <= set(PARAMETERS), passed - set(PARAMETERS)
-    # the params file comes first, so the launch arguments override it
-    assert isinstance(parameters.elts[0], ast.Name) and parameters.elts[0].id == 'SIM_PARAMS'
-    assert "'config' / 'sim.yaml'" in ast.unparse(tree)
-
-
-@pytest.mark.parametrize('name', ['sim.launch.py', 'view_robot.launch.py'])
-def test_launch_configurations_are_declared(name):
-    tree = launch_tree(name)
-    declared = string_args(tree, 'DeclareLaunchArgument')
-    used = string_args(tree, 'LaunchConfiguration')
-    assert used <= declared, used - declared
-    assert calls(tree, 'generate_launch_description') == [] and any(
-        isinstance(n, ast.FunctionDef) and n.name == 'generate_launch_description'
-        for n in tree.body)
-
-
-def test_sim_launch_arguments_and_other_nodes():
-    tree = launch_tree('sim.launch.py')
-    assert {'scenario', 'meshcat', 'rviz', 'publish_robot_tf'} <= string_args(
-        tree, 'DeclareLaunchArgument')
-    others = [c for c in calls(tree, 'Node') if c is not sim_node_call(tree)]
-    packages = {keyword(c, 'package').value: c for c in others}
-    assert set(packages) == {'robot_state_publisher', 'rviz2'}
-    # every other node runs on the simulator's /clock (robot_state_publisher's
-    # parameters come from robot_state_publisher_parameters: use_sim_time, tested below)
-    assert "'use_sim_time': True" in ast.unparse(keyword(packages['rviz2'], 'parameters'))
-    rsp = next(f for f in tree.body if isinstance(f, ast.FunctionDef)
-               and packages['robot_state_publisher'] in ast.walk(f))
-    assert calls(rsp, 'robot_state_publisher_parameters')
-    assert "'publish_robot_tf'" in ast.unparse(rsp)   # only when the node leaves robot TF
+def only_loop(comp):
+    """Return the (target, iterable) of a comprehension that has one plain for clause."""
+    assert comp is not None and len(comp.generators) == 1, 'one for clause'
+    loop = comp.generators[0]
+    assert isinstance(loop.target, ast.Name) and not loop.ifs, 'no filter'
+    return loop.target.id, loop.iter
 
 
 def test_sim_yaml_matches_the_node():
+    """Check that config/sim.yaml sets every parameter the node declares, with valid values."""
     with open(SIM_YAML) as f:
         data = yaml.safe_load(f)
     assert list(data) == [NODE_NAME] and list(data[NODE_NAME]) == ['ros__parameters']
@@ -119,14 +72,62 @@ def test_sim_yaml_matches_the_node():
     assert params.scenario.startswith('package://quasistatic_drake/')
 
 
-def test_robot_state_publisher_gets_only_its_parameters():
-    by_robot = robot_state_publisher_parameters(ARM_SCENARIO, SIM_YAML)
-    assert list(by_robot) == ['iiwa']
-    assert set(by_robot['iiwa']) <= RSP_PARAMETERS
-    assert by_robot['iiwa']['use_sim_time'] is True
+@pytest.mark.parametrize('name', sorted(LAUNCH_FILES))
+def test_each_launch_file_only_declares_the_plans_arguments_and_starts_its_nodes(name):
+    """
+    Check, in the source, that a launch file is the plan's thin wrapper.
+
+    `launch` and `launch_ros` cannot be imported here (not on PyPI), so the
+    launch files cannot run in these tests; test/test_launch_sim.py runs the
+    real launch where launch_testing exists.  Their behaviour is the plan's
+    (test_launch_plan.py) as long as they declare exactly the plan's
+    arguments, perform exactly those, and start a Node for each planned node
+    and nothing else, which is what this checks.  Their usage line documents
+    the same arguments.
+    """
+    arguments, arguments_name, plan_name = LAUNCH_FILES[name]
+    with open(os.path.join(LAUNCH_DIR, name)) as f:
+        tree = ast.parse(f.read(), filename=name)
+    usage = re.findall(r'\[(\w+):=', ast.get_docstring(tree))
+    assert usage == [a.name for a in arguments]
+    # from this package, the launch file imports only the plan's list and function
+    imported = {(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                for a in n.names if n.module.startswith('quasistatic_drake')}
+    assert imported == {(PLAN_MODULE, arguments_name), (PLAN_MODULE, plan_name)}
+    # DeclareLaunchArgument(a.name, default_value=a.default, ...) for each a of the list
+    [declare] = calls(tree, 'DeclareLaunchArgument')
+    var, iterable = only_loop(enclosing_comprehension(tree, declare))
+    assert ast.unparse(iterable) == arguments_name
+    assert ast.unparse(declare) == (f'DeclareLaunchArgument({var}.name, default_value='
+                                    f'{var}.default, description={var}.description)')
+    # {a.name: LaunchConfiguration(a.name).perform(context) for a in the list}
+    [configuration] = calls(tree, 'LaunchConfiguration')
+    performed = enclosing_comprehension(tree, configuration)
+    var, iterable = only_loop(performed)
+    assert ast.unparse(iterable) == arguments_name
+    assert ast.unparse(performed.key) == f'{var}.name'
+    assert ast.unparse(performed.value) == f'LaunchConfiguration({var}.name).perform(context)'
+    # [Node(**n.launch_kwargs()) for n in plan(those values)], in the OpaqueFunction
+    [node] = calls(tree, 'Node')
+    var, iterable = only_loop(enclosing_comprehension(tree, node))
+    assert ast.unparse(node) == f'Node(**{var}.launch_kwargs())'
+    assert isinstance(iterable, ast.Call) and ast.unparse(iterable.func) == plan_name
+    [values] = iterable.args
+    function = next(f for f in tree.body if isinstance(f, ast.FunctionDef)
+                    and node in ast.walk(f))
+    assert any(isinstance(s, ast.Assign) and ast.unparse(s.targets[0]) == ast.unparse(values)
+               and s.value is performed for s in function.body)
+    [opaque] = calls(tree, 'OpaqueFunction')
+    assert ast.unparse(opaque) == f'OpaqueFunction(function={function.name})'
+    # the launch description holds the declarations and the OpaqueFunction, nothing else
+    [description] = calls(tree, 'LaunchDescription')
+    actions = {n.func.id for n in ast.walk(description) if isinstance(n, ast.Call)
+               and isinstance(n.func, ast.Name)}
+    assert actions == {'LaunchDescription', 'DeclareLaunchArgument', 'OpaqueFunction'}
 
 
 def test_ros_urdf_replaces_drake_shapes_and_keeps_the_kinematics(tmp_path):
+    """Replace the arm's capsules by cylinders and spheres; Drake reads the same kinematics."""
     with open(ARM_URDF) as f:
         original = f.read()
     assert 'drake:capsule' in original
@@ -159,6 +160,7 @@ def test_ros_urdf_replaces_drake_shapes_and_keeps_the_kinematics(tmp_path):
 
 
 def test_ros_urdf_capsule_with_a_rotated_origin():
+    """Put a rotated capsule's end spheres along its own axis and drop Drake's elements."""
     urdf = """<robot name="r" xmlns:drake="http://drake.mit.edu"><link name="a"><collision>
       <origin xyz="1 0 0" rpy="0 1.5707963267948966 0"/>
       <geometry><drake:capsule radius="0.1" length="0.4"/></geometry>
@@ -174,6 +176,7 @@ def test_ros_urdf_capsule_with_a_rotated_origin():
 
 
 def test_descriptions_refuse_what_robot_state_publisher_cannot_use(tmp_path):
+    """Refuse a non-URDF, a capsule without radius and bad XML; convert the arm's scenario."""
     with pytest.raises(DescriptionError, match='not <robot>'):
         ros_urdf('<sdf version="1.9"><model name="m"/></sdf>')
     with pytest.raises(DescriptionError, match="numeric 'radius'"):

@@ -11,5 +11,6 @@ without spinning anything:
 * :mod:`.conversions`  Drake values to ROS messages;
 * :mod:`.pacing`       real-time pacing of the steps;
 * :mod:`.session`      the Diagram (QuasistaticPlant + Meshcat) and its Simulator;
-* :mod:`.description`  a robot_description that urdfdom accepts, for launch files.
+* :mod:`.description`  a robot_description that urdfdom accepts, for launch files;
+* :mod:`.launch_plan`  the nodes each launch file starts, from its arguments.
 """
