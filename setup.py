@@ -57,7 +57,7 @@ setup(
     extras_require={'test': ['pytest']},
     entry_points={
         'console_scripts': [
-            'quasistatic-drake = quasistatic_drake.cli:main',
+            'quasistatic-drake = quasistatic_drake.apps.cli:main',
             'quasistatic-drake-node = quasistatic_drake.ros.node:main',
         ],
     },

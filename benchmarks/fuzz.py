@@ -35,7 +35,7 @@ offending state of each kind (the first step into a penetration deeper than
 a failed step, an object below support or lost, a non-recovered injection
 with its 50 commands) is saved as lists of floats, so that
 ``sim.step(np.array(s['q']), s['commands'], q_ref=np.array(s['q_ref']),
-mip_start=s['mip_start'])``
+warm_start=s['warm_start'])``
 repeats it (``--replay`` does that).
 
 MIQP scenes (10 to 500 ms a step) get ``--miqp-steps``.  Prints a table,
@@ -50,7 +50,6 @@ the exit code is 0: it reports.  Tests call :func:`fuzz_scene`.
 
 import argparse
 from collections import Counter
-from dataclasses import replace
 import functools
 import json
 from pathlib import Path
@@ -99,7 +98,7 @@ def load_scenario(path, miqp_backend: Optional[str] = None) -> Scenario:
     """Load a scenario, with its MIQP backend replaced when ``miqp_backend`` is given."""
     scenario = Scenario.from_yaml(path)
     if miqp_backend:
-        scenario = replace(scenario, miqp=replace(scenario.miqp, backend=miqp_backend))
+        scenario = scenario.with_formulation('miqp', backend=miqp_backend)
     return scenario
 
 
@@ -329,10 +328,10 @@ def _floats(values) -> list:
     return [float(x) for x in values]
 
 
-def _state(step: int, q, q_ref, commands: dict, mip_start=None, **detail) -> dict:
-    """Return a reproducible state: sim.step(q, commands, q_ref=q_ref, mip_start=mip_start)."""
+def _state(step: int, q, q_ref, commands: dict, warm_start=None, **detail) -> dict:
+    """Return a reproducible state: sim.step(q, commands, q_ref=q_ref, warm_start=warm_start)."""
     return {'step': step, 'q': _floats(q), 'q_ref': _floats(q_ref),
-            'mip_start': None if mip_start is None else _floats(mip_start),
+            'warm_start': None if warm_start is None else _floats(warm_start),
             'commands': {k: _floats(v) for k, v in commands.items()}, **detail}
 
 
@@ -354,7 +353,7 @@ class _Run:
                            for r in sim.model.robots}
         self.offsets = np.cumsum([0] + [len(r.q_idx) for r in sim.model.robots])
         self.q, self.q_ref = self.home.copy(), self.scene.robot_positions(self.home)
-        self.mip_start = None         # the MIQP's, handed from step to step
+        self.warm_start = None         # the MIQP's, handed from step to step
         self.phi = sim.min_signed_distance(self.q)
         self.series = {'phi': [], 'window': [], 'mode': [], 'time': []}
         self.statuses, self.errors, self.exceptions = Counter(), Counter(), Counter()
@@ -379,7 +378,7 @@ class _Run:
             self.injections['skipped'] += 1
             return
         self.q, kind, self.phi, _ = injected
-        self.mip_start = None
+        self.warm_start = None
         if kind == 'robot':
             self.q_ref = self.scene.robot_positions(self.q)
         self.injections['count'] += 1
@@ -404,16 +403,16 @@ class _Run:
         if self.window is not None and self.window < RECOVERY_STEPS:
             self.window_state['command_sequence'].append(
                 {n: _floats(c) for n, c in commands.items()})
-        q, q_ref, mip_start, phi_before = self.q, self.q_ref, self.mip_start, self.phi
+        q, q_ref, warm_start, phi_before = self.q, self.q_ref, self.warm_start, self.phi
         tick = time.perf_counter()
         try:
-            result = self.sim.step(q, commands, q_ref=q_ref, mip_start=mip_start)
+            result = self.sim.step(q, commands, q_ref=q_ref, warm_start=warm_start)
         except KeyboardInterrupt:
             raise
         except BaseException as err:  # noqa: B902 - the fuzzer records every failure
             result = None
             self.exceptions[_error_text(err)] += 1
-            self.states.setdefault('exception', _state(k, q, q_ref, commands, mip_start,
+            self.states.setdefault('exception', _state(k, q, q_ref, commands, warm_start,
                                                        error=_error_text(err)))
         self.series['time'].append(time.perf_counter() - tick)
         below, gone, phi = [], {}, np.nan
@@ -423,10 +422,10 @@ class _Run:
                 if result.error:
                     self.errors[result.error[:300]] += 1
                 self.states.setdefault('failed_step', _state(
-                    k, q, q_ref, commands, mip_start, status=result.status,
+                    k, q, q_ref, commands, warm_start, status=result.status,
                     error=result.error))
             self.q, self.q_ref = result.q_next, result.q_ref_next
-            self.mip_start = result.mip_start_next
+            self.warm_start = result.warm_start_next
             try:
                 phi = self.sim.min_signed_distance(self.q)
                 below, gone = self.scene.objects_below_support(self.q)
@@ -435,11 +434,11 @@ class _Run:
             except BaseException as err:  # noqa: B902
                 self.exceptions[f'measure: {_error_text(err)}'] += 1
                 self.states.setdefault('exception', _state(
-                    k, q, q_ref, commands, mip_start, error=f'measure: {_error_text(err)}'))
+                    k, q, q_ref, commands, warm_start, error=f'measure: {_error_text(err)}'))
         self.phi = phi
         for key, value in (('phi', phi), ('window', self.window is not None), ('mode', mode)):
             self.series[key].append(value)
-        state = functools.partial(_state, k, q, q_ref, commands, mip_start)
+        state = functools.partial(_state, k, q, q_ref, commands, warm_start)
         if self.window is None:
             self.penetration(k, phi, phi_before, state)
         else:
@@ -486,7 +485,7 @@ class _Run:
         if objects and len(gone) == len(objects):
             self.episodes += 1          # nothing left to touch: start again
             self.q, self.q_ref = self.home.copy(), self.scene.robot_positions(self.home)
-            self.mip_start = None
+            self.warm_start = None
             self.phi = self.sim.min_signed_distance(self.q)
             self.window = None
 
@@ -556,7 +555,7 @@ def fuzz_scene(path, steps: int, seed: int = 0, inject_rate: float = 0.02,
     for k in range(steps):
         run.step(k)
     summary = run.summary(steps, seed, time.perf_counter() - start)
-    summary['miqp_backend'] = run.sim.scenario.miqp.backend if run.scene.miqp else None
+    summary['miqp_backend'] = run.sim.scenario.settings('miqp').backend if run.scene.miqp else None
     if keep_series:
         summary['series'] = {'min_phi_mm': [1e3 * p for p in run.series['phi']],
                              'in_window': run.series['window']}
@@ -567,7 +566,7 @@ def replay(path, state: dict, miqp_backend: Optional[str] = None):
     """Repeat one saved step on a fresh simulator; return its StepResult."""
     sim = QuasistaticSimulator(load_scenario(path, miqp_backend))
     return sim.step(np.array(state['q']), state['commands'], q_ref=np.array(state['q_ref']),
-                    mip_start=state.get('mip_start'))
+                    warm_start=state.get('warm_start'))
 
 
 # ----- report -----------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """
-Seed 000's Table I: the MIQP solver's runtime per step over the arm pick-and-place.
+Pang & Tedrake 2018's Table I: the MIQP solver's runtime per step over the arm pick-and-place.
 
 Pang & Tedrake (IROS 2018), Sec. V-B: a 7-DOF arm with a parallel-jaw gripper
 picks up an object, lifts it and carries it; 12 s at h = 0.005 s, 2400 MIQPs
@@ -54,7 +54,7 @@ import numpy as np
 from quasistatic_drake import QuasistaticSimulator, Scenario
 from quasistatic_drake.formulations.miqp_backends import MiqpTooLarge
 from quasistatic_drake.paths import package_share_dir
-from quasistatic_drake.pick_and_place import PickPlaceTask, plan_pick_and_place
+from quasistatic_drake.apps.pick_and_place import PickPlaceTask, plan_pick_and_place
 
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the Agg backend)
@@ -82,11 +82,12 @@ class BenchSettings:
 def bench_scenario(path: Path, settings: BenchSettings) -> Scenario:
     """Return the scene's scenario with the MIQP settings of the benchmark."""
     scenario = Scenario.from_yaml(path)
-    miqp = replace(scenario.miqp, max_points_per_pair=settings.points_per_pair,
-                   backend=settings.backend, delayed_lower_bound=settings.delayed,
-                   time_limit=settings.time_limit, least_force=settings.least_force)
-    return replace(scenario, formulation='miqp', time_step=settings.time_step,
-                   contact_detection_tolerance=settings.tolerance, miqp=miqp)
+    scenario = scenario.with_formulation(
+        'miqp', max_points_per_pair=settings.points_per_pair, backend=settings.backend,
+        delayed_lower_bound=settings.delayed, time_limit=settings.time_limit,
+        least_force=settings.least_force)
+    return replace(scenario, time_step=settings.time_step,
+                   contact_detection_tolerance=settings.tolerance)
 
 
 def scaled_task(duration: float) -> PickPlaceTask:
@@ -105,18 +106,18 @@ def run_object(name: str, settings: BenchSettings) -> dict:
     q = engine.default_positions()
     z0 = engine.object_pose(q, object_name).translation()[2]
     solve, step, binaries, heights, failures = [], [], [], [], 0
-    q_ref = mip_start = None
+    q_ref = warm_start = None
     steps = min(plan.steps, settings.max_steps) if settings.max_steps > 0 else plan.steps
     for k in range(steps):
         start = time.perf_counter()
         result = engine.step(q, {task.robot: plan.velocities[k]}, q_ref=q_ref,
-                             mip_start=mip_start)
+                             warm_start=warm_start)
         step.append(time.perf_counter() - start)
         solve.append(result.solve_time)
         contacts = result.contact_set
         binaries.append(contacts.n_c * (2 + contacts.n_d))
         failures += not result.success
-        q, q_ref, mip_start = result.q_next, result.q_ref_next, result.mip_start_next
+        q, q_ref, warm_start = result.q_next, result.q_ref_next, result.warm_start_next
         heights.append(engine.object_pose(q, object_name).translation()[2] - z0)
     solve_ms, heights = np.array(solve) * 1e3, np.array(heights)
     final = engine.object_pose(q, object_name).translation()
@@ -138,7 +139,7 @@ def run_object(name: str, settings: BenchSettings) -> dict:
 
 
 def print_table(rows: list) -> None:
-    """Print the rows beside seed 000's Table I."""
+    """Print the rows beside Pang & Tedrake 2018's Table I."""
     print(f"{'object':12s} {'binaries':>8s} {'held':>5s} {'avg ms':>8s} {'worst ms':>9s} "
           f"{'std ms':>7s} {'median':>7s} {'step ms':>8s} {'lifted':>6s} {'place mm':>8s} "
           f"{'t-limit':>7s} | paper: binaries, avg, worst, std")
@@ -162,7 +163,7 @@ def plot(rows: list, path: Path) -> None:
     ax.set_xscale('log')
     ax.set_xlabel('MIQP solver runtime per step [ms]')
     ax.set_ylabel('steps')
-    ax.set_title('Seed 000, Table I: arm pick-and-place, h = '
+    ax.set_title('Pang & Tedrake 2018, Table I: arm pick-and-place, h = '
                  f"{rows[0].get('time_step', '')}")
     ax.legend()
     fig.tight_layout()
@@ -188,7 +189,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--time-limit', type=float, default=BenchSettings.time_limit,
                         help='miqp.time_limit per MIQP [s]')
     parser.add_argument('--no-least-force', action='store_true',
-                        help='skip the least-force second solve (seed 000 solves one MIQP)')
+                        help='skip the least-force second solve (the paper solves one MIQP)')
     parser.add_argument('--max-steps', type=int, default=0,
                         help='stop each run after this many steps (0: the whole task)')
     parser.add_argument('--json', type=Path, default=Path('out/miqp_runtime.json'))

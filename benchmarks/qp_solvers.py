@@ -1,18 +1,21 @@
 """
-Measure the dense QP backends of the step QP on problems from real simulation steps.
+Measure dense QP solvers on step QPs from real simulation steps.
 
-The QPs are recorded, not synthesised: the entry ``BACKENDS[DEFAULT_BACKEND]``
-of ``quasistatic_drake.formulations.qp_backends`` (the one ``solve_qp_step``
-calls) is wrapped for the duration of a few scripted runs of the finger-push
-and two-pads-lift scenes (config/), in quasi-static and quasi-dynamic mode, at
+The QPs are recorded, not synthesised: the QP formulation's ``solver`` (the
+engine's ``solve_daqp``, ``quasistatic_drake/formulations/qp_backends.py``)
+is wrapped on each simulator of a few scripted runs of the finger-push and
+two-pads-lift scenes (config/), in quasi-static and quasi-dynamic mode, at
 the scenes' time step and at h = 0.02 s (5x the steps: the same motion).
-Every recorded QP is then solved by every backend in ``BACKENDS``, a few times
-each; the per-QP median of the wall time around the backend call (set-up
-included: what the simulator pays) is the solve time.  Per backend it reports
+Every recorded QP is then solved by every solver in ``SOLVERS`` a few times:
+the engine's own DAQP call (equilibrated, exact active set with a proximal
+fallback), DAQP, ProxQP, quadprog, Clarabel and OSQP through the pinned
+qpsolvers, and Drake's MathematicalProgram (``qp_solver_wrappers.py``).
+The per-QP median of the wall time around the solver call (set-up
+included: what the simulator pays) is the solve time.  Per solver it reports
 the median and 90th percentile time, failures, the largest constraint
 violation, the largest relative objective gap to the best feasible objective
 of that QP, and the largest KKT stationarity residual ||H x + f - A^T duals||_inf
-on QPs whose bounds are inactive (which checks the backend's dual sign
+on QPs whose bounds are inactive (which checks the wrapper's dual sign
 convention).
 
 Run from the repository root:
@@ -20,7 +23,7 @@ Run from the repository root:
     .venv/bin/python benchmarks/qp_solvers.py [--repeats 5] [--budget 1.0]
         [--json out/qp_solvers.json] [--png out/qp_solvers.png]
 
-A backend that runs to a large iteration limit on a degenerate QP can take
+A solver that runs to a large iteration limit on a degenerate QP can take
 long on it (ProxSuite: up to ~100 s on one finger_push QP at h = 0.02, in some
 runs only); ``--budget`` stops repeating such a QP, so it is timed once.
 """
@@ -40,9 +43,9 @@ from typing import Callable, Iterator, Optional, Sequence
 import numpy as np
 import yaml
 
+from qp_solver_wrappers import SOLVERS as WRAPPED_SOLVERS
 from quasistatic_drake import QuasistaticSimulator, Scenario
-from quasistatic_drake.formulations import qp_backends
-from quasistatic_drake.formulations.qp_backends import BACKENDS, DEFAULT_BACKEND
+from quasistatic_drake.formulations.qp_backends import QpSolverResult, solve_daqp
 from quasistatic_drake.paths import package_share_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -51,7 +54,10 @@ FEASIBILITY_TOL = 1e-6      # violation and objective-gap threshold of the recom
 BOUND_ACTIVE_TOL = 1e-6     # a finite bound closer than this to x* counts as active
 SCENE_TIME_STEP = 0.1       # the h the schedules below are written for
 SMALL_TIME_STEP = 0.02
-PACKAGES = ('drake', 'numpy', 'daqp', 'proxsuite', 'quadprog', 'clarabel', 'osqp', 'scipy')
+PACKAGES = ('drake', 'numpy', 'daqp', 'qpsolvers', 'proxsuite', 'quadprog', 'clarabel', 'osqp',
+            'scipy')
+ENGINE = 'daqp (ours: equilibrated, exact active set)'    # what the simulator runs
+SOLVERS: dict[str, Callable[..., QpSolverResult]] = {ENGINE: solve_daqp, **WRAPPED_SOLVERS}
 
 # (robot, [(joint velocity command, number of steps at h = SCENE_TIME_STEP)])
 FINGER_PUSH = ('finger', [((0.1, 0.0, 0.0), 40)])
@@ -73,14 +79,14 @@ class Qp:
     x_upper: np.ndarray
 
     def args(self) -> tuple[np.ndarray, ...]:
-        """Return fresh copies of the backend arguments (a backend may write to them)."""
+        """Return fresh copies of the solver arguments (a solver may write to them)."""
         return tuple(a.copy() for a in (self.H, self.f, self.A, self.lower,
                                         self.x_lower, self.x_upper))
 
 
 @dataclass
 class Solve:
-    """One backend's answer to one QP and the median wall time of its repeats [s]."""
+    """One solver's answer to one QP and the median wall time of its repeats [s]."""
 
     time: float
     ok: bool
@@ -90,22 +96,15 @@ class Solve:
 
 
 # ----- recording -------------------------------------------------------------------------
-@contextlib.contextmanager
-def recording(scene: str, store: list[Qp]) -> Iterator[None]:
-    """Wrap the default backend so that every QP it is given is appended to ``store``."""
-    real = BACKENDS[DEFAULT_BACKEND]
-
-    def recorder(H, f, A, lower, x_lower, x_upper):
-        """Store copies of the QP, then solve it with the real backend."""
+def recorder(scene: str, store: list[Qp]) -> Callable[..., QpSolverResult]:
+    """Return a QP solver that appends every QP it is given to ``store`` and solves it."""
+    def solve(H, f, A, lower, x_lower, x_upper) -> QpSolverResult:
+        """Store copies of the QP, then solve it with the engine's ``solve_daqp``."""
         store.append(Qp(scene, H.copy(), f.copy(), A.copy(), lower.copy(),
                         x_lower.copy(), x_upper.copy()))
-        return real(H, f, A, lower, x_lower, x_upper)
+        return solve_daqp(H, f, A, lower, x_lower, x_upper)
 
-    qp_backends.BACKENDS[DEFAULT_BACKEND] = recorder
-    try:
-        yield
-    finally:
-        qp_backends.BACKENDS[DEFAULT_BACKEND] = real
+    return solve
 
 
 def load_scenario(name: str, quasi_dynamic: bool, time_step: float) -> Scenario:
@@ -135,8 +134,8 @@ def record_qps() -> list[Qp]:
             for quasi_dynamic in (False, True):
                 label = f'{name}/{"quasi_dynamic" if quasi_dynamic else "quasi_static"}/h={h:g}'
                 sim = QuasistaticSimulator(load_scenario(name, quasi_dynamic, h))
-                with recording(label, qps):
-                    failed = run_schedule(sim, robot, schedule, round(SCENE_TIME_STEP / h))
+                sim.formulation.solver = recorder(label, qps)
+                failed = run_schedule(sim, robot, schedule, round(SCENE_TIME_STEP / h))
                 if failed:
                     print(f'warning: {failed} failed steps in {label}')
     return qps
@@ -198,9 +197,9 @@ def quiet_stdout() -> Iterator[None]:
 
 
 def solve_all(qps: list[Qp], repeats: int, budget: float) -> dict[str, list[Solve]]:
-    """Return every backend's answers to every QP (after one warm-up solve each)."""
+    """Return every solver's answers to every QP (after one warm-up solve each)."""
     answers = {}
-    for name, solve in BACKENDS.items():
+    for name, solve in SOLVERS.items():
         start = time.perf_counter()
         with quiet_stdout():
             timed_solve(solve, qps[0], 1)       # imports and first-call set-up
@@ -249,8 +248,8 @@ def reference_solutions(qps: list[Qp], answers: dict[str, list[Solve]]) -> list:
     return refs
 
 
-def backend_row(name: str, qps: list[Qp], solves: list[Solve], refs: list) -> dict:
-    """Return the table row of one backend (times in microseconds)."""
+def solver_row(name: str, qps: list[Qp], solves: list[Solve], refs: list) -> dict:
+    """Return the table row of one solver (times in microseconds)."""
     times = np.array([s.time for s in solves]) * 1e6
     ok = [(qp, s, ref) for qp, s, ref in zip(qps, solves, refs) if s.ok]
     gaps = [(objective(qp, s.x) - best) / max(1.0, abs(best)) for qp, s, (best, _) in ok]
@@ -265,7 +264,7 @@ def backend_row(name: str, qps: list[Qp], solves: list[Solve], refs: list) -> di
 
 
 def dual_check(qps: list[Qp], solves: list[Solve], refs: list) -> dict:
-    """Return the sign/scale diagnostics of one backend's duals on bound-inactive QPs."""
+    """Return the sign/scale diagnostics of one solver's duals on bound-inactive QPs."""
     inactive = [(qp, s) for qp, s, (_, x_ref) in zip(qps, solves, refs)
                 if s.ok and bounds_inactive(qp, x_ref)]
     scales = [dual_scale(qp, s.x, s.duals) for qp, s in inactive]
@@ -279,7 +278,7 @@ def dual_check(qps: list[Qp], solves: list[Solve], refs: list) -> dict:
 
 
 def recommend(rows: list[dict]) -> Optional[str]:
-    """Return the fastest backend with no failures, violation and gap below the tolerance."""
+    """Return the fastest solver with no failures, violation and gap below the tolerance."""
     good = [r for r in rows if r['failures'] == 0 and r['max_violation'] < FEASIBILITY_TOL
             and r['max_objective_gap'] < FEASIBILITY_TOL]
     return min(good, key=lambda r: r['median_us'])['backend'] if good else None
@@ -309,39 +308,42 @@ def print_qps(summary: dict) -> None:
 
 
 def print_table(rows: list[dict]) -> None:
-    """Print the per-backend table; the default backend is marked with '*'."""
-    print(f'{"backend":<11} {"median us":>10} {"p90 us":>10} {"failures":>8} '
+    """Print the per-solver table; the engine's solver is marked with '*'."""
+    width = max(len(r['backend']) for r in rows) + 1
+    print(f'{"solver":<{width}} {"median us":>10} {"p90 us":>10} {"failures":>8} '
           f'{"max viol":>10} {"max obj gap":>11} {"max stat res":>12}')
     for r in rows:
-        name = r['backend'] + ('*' if r['backend'] == DEFAULT_BACKEND else '')
-        print(f'{name:<11} {r["median_us"]:>10.1f} {r["p90_us"]:>10.1f} {r["failures"]:>8} '
+        name = r['backend'] + ('*' if r['backend'] == ENGINE else '')
+        print(f'{name:<{width}} {r["median_us"]:>10.1f} {r["p90_us"]:>10.1f} {r["failures"]:>8} '
               f'{r["max_violation"]:>10.2e} {r["max_objective_gap"]:>11.2e} '
               f'{r["max_stationarity_residual"]:>12.2e}')
 
 
 def print_dual_checks(checks: dict[str, dict]) -> None:
-    """Print the dual diagnostics and flag backends whose duals break the convention."""
+    """Print the dual diagnostics and flag solvers whose duals break the convention."""
     print('\nduals on bound-inactive QPs (convention: H x + f = A^T duals, duals >= 0)')
+    width = max(map(len, checks))
     for name, c in checks.items():
         flag = '' if abs(c['median_fitted_scale'] - 1.0) < 1e-3 else \
             '  <-- WRONG SIGN' if abs(c['median_fitted_scale'] + 1.0) < 1e-3 else \
             '  <-- WRONG SCALE'
-        print(f'{name:<11} QPs {c["qps"]:>4}  fitted scale {c["median_fitted_scale"]:+.6f}  '
+        print(f'{name:<{width}} QPs {c["qps"]:>4}  fitted scale {c["median_fitted_scale"]:+.6f}  '
               f'residual if negated {c["max_residual_if_negated"]:.2e}  '
               f'min dual {c["min_dual"]:+.2e}{flag}')
         if c['failure_statuses']:
-            print(f'{"":<11} failure statuses: {c["failure_statuses"]}')
+            print(f'{"":<{width}} failure statuses: {c["failure_statuses"]}')
 
 
 def plot(answers: dict[str, list[Solve]], path: Path) -> None:
-    """Write a log-scale box plot of the per-QP solve times of every backend."""
+    """Write a log-scale box plot of the per-QP solve times of every solver."""
     import matplotlib
     matplotlib.use('Agg')
     from matplotlib import pyplot as plt
     fig, ax = plt.subplots(figsize=(8, 4.5))
     names = list(answers)
     ax.boxplot([[s.time * 1e6 for s in answers[n]] for n in names], whis=(5, 95))
-    ax.set_xticks(range(1, len(names) + 1), labels=names)
+    ax.set_xticks(range(1, len(names) + 1), labels=[n.replace(' (', '\n(') for n in names],
+                  fontsize=8)
     ax.set_yscale('log')
     ax.set_ylabel('solve time per QP [µs] (median of repeats)')
     ax.set_title(f'{len(answers[names[0]])} step QPs from finger_push and two_pads_lift')
@@ -363,7 +365,7 @@ def write_json(path: Path, summary: dict, rows: list[dict], checks: dict, best) 
         return value
 
     data = {'machine': machine_info(), 'qps': summary, 'rows': rows,
-            'default_backend': DEFAULT_BACKEND, 'recommended_backend': best,
+            'default_backend': ENGINE, 'recommended_backend': best,
             'dual_checks': checks}
     path.write_text(json.dumps(clean(data), indent=2) + '\n')
 
@@ -373,27 +375,27 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument('--json', type=Path, default=REPO_ROOT / 'out' / 'qp_solvers.json')
     parser.add_argument('--png', type=Path, default=REPO_ROOT / 'out' / 'qp_solvers.png')
-    parser.add_argument('--repeats', type=int, default=5, help='solves per QP and backend')
+    parser.add_argument('--repeats', type=int, default=5, help='solves per QP and solver')
     parser.add_argument('--budget', type=float, default=1.0,
                         help='no further repeats of a QP once its solves took this many s')
     return parser.parse_args()
 
 
 def main() -> None:
-    """Record the QPs, solve them with every backend, print and write the results."""
+    """Record the QPs, solve them with every solver, print and write the results."""
     args = parse_args()
     qps = record_qps()
     summary = qp_summary(qps)
     print_qps(summary)
     answers = solve_all(qps, args.repeats, args.budget)
     refs = reference_solutions(qps, answers)
-    rows = [backend_row(name, qps, a, refs) for name, a in answers.items()]
+    rows = [solver_row(name, qps, a, refs) for name, a in answers.items()]
     checks = {name: dual_check(qps, a, refs) for name, a in answers.items()}
     best = recommend(rows)
     print()
     print_table(rows)
     print_dual_checks(checks)
-    print(f'\ndefault backend: {DEFAULT_BACKEND}; recommended (fastest with no failures, '
+    print(f'\nengine solver: {ENGINE}; recommended (fastest with no failures, '
           f'violation and gap < {FEASIBILITY_TOL:g}): {best}')
     for path in (args.json, args.png):
         path.parent.mkdir(parents=True, exist_ok=True)

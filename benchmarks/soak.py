@@ -7,7 +7,7 @@ make contact, grasp and release, for ``--sim-hours`` of simulated time
 only, ``QuasistaticSimulator.step(q, v_cmd, q_ref=...)``, with the reference
 passed explicitly every step (None on the first), so the run depends on no
 state hidden in the engine.  Only the arm's commands come from elsewhere:
-the demo's planner (quasistatic_drake.pick_and_place), run once per scene.
+the demo's planner (quasistatic_drake.apps.pick_and_place), run once per scene.
 
 Command patterns (chosen from the scene's robot):
 
@@ -200,8 +200,8 @@ def make_pattern(sim: QuasistaticSimulator):
         return PadsPattern(n_a, 0)
     if sim.model.objects:
         # the demo's planner (pydrake differential IK); any other robot falls back
-        from quasistatic_drake.pick_and_place import PickPlaceTask, plan_pick_and_place
-        from quasistatic_drake.planning import PlanningError
+        from quasistatic_drake.apps.pick_and_place import PickPlaceTask, plan_pick_and_place
+        from quasistatic_drake.apps.planning import PlanningError
         task = PickPlaceTask(robot=robot.name)
         if set(task.finger_joints) <= set(robot.joint_names):
             try:
@@ -233,7 +233,7 @@ def run_once(scenario: Scenario, pattern, seed: int, steps: int, every: int, rss
     q = q0 = sim.default_positions()
     robot0 = np.concatenate([sim.robot_positions(q0, r.name) for r in robots])
     xyz0 = [sim.object_pose(q0, name).translation() for name in objects]
-    q_ref = mip_start = None
+    q_ref = warm_start = None
     failed, min_phi, errors, lifts = 0, np.inf, [], []
     drift = {'robot': 0.0, 'reference': 0.0, 'object_mm': 0.0}
     digest = hashlib.sha256(q.tobytes())
@@ -276,12 +276,12 @@ def run_once(scenario: Scenario, pattern, seed: int, steps: int, every: int, rss
         elif marker == 'held' and objects:
             lifts.append(1e3 * max(float(d[2]) for d in object_offsets()))
         result = sim.step(q, {name: v[s] for name, s in slices.items()}, q_ref=q_ref,
-                          mip_start=mip_start)
+                          warm_start=warm_start)
         if not result.success:
             failed += 1
             if len(errors) < 5:
                 errors.append(f'step {k}: {result.status} {result.error}'.strip())
-        q, q_ref, mip_start = result.q_next, result.q_ref_next, result.mip_start_next
+        q, q_ref, warm_start = result.q_next, result.q_ref_next, result.warm_start_next
         min_phi = min(min_phi, result.min_phi_next)
         digest.update(q.tobytes())
         if k % every == 0 or k == steps:

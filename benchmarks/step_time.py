@@ -32,7 +32,7 @@ from pydrake.systems.framework import DiagramBuilder
 
 from quasistatic_drake import QuasistaticSimulator, Scenario
 from quasistatic_drake.paths import package_share_dir
-from quasistatic_drake.pick_and_place import PickPlaceTask, plan_pick_and_place
+from quasistatic_drake.apps.pick_and_place import PickPlaceTask, plan_pick_and_place
 from quasistatic_drake.quasistatic_plant import QuasistaticPlant
 from report import machine, write_results
 

@@ -61,7 +61,7 @@ import numpy as np
 
 from quasistatic_drake import QuasistaticSimulator, Scenario
 from quasistatic_drake.paths import package_share_dir
-from quasistatic_drake.pick_and_place import PickPlaceTask, hold_squeeze, plan_pick_and_place
+from quasistatic_drake.apps.pick_and_place import PickPlaceTask, hold_squeeze, plan_pick_and_place
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mbp_reference import (APPROXIMATIONS, CONTACT_MODELS, MbpSettings,  # noqa: E402
@@ -147,7 +147,7 @@ def pick_place_scene() -> Scene:
     reference = JointReference.from_velocities(plan.q_ref[0], plan.velocities, plan.time_step)
     finger_idx = np.array([engine.robot_joint_names(task.robot).index(j)
                            for j in task.finger_joints])
-    squeeze = task.hold_force / (scenario.miqp.contact_stiffness * plan.time_step)
+    squeeze = task.hold_force / (scenario.settings('miqp').contact_stiffness * plan.time_step)
     held = hold_squeeze(plan, finger_idx, squeeze)
     miqp_reference = JointReference.from_velocities(held.q_ref[0], held.velocities,
                                                     held.time_step)

@@ -6,6 +6,7 @@ The Diagram, built with DiagramBuilder:
     TrajectorySource (joint velocity commands, held over each step)
         -> QuasistaticPlant "iiwa_velocity_command"
     QuasistaticPlant "query_object"     -> MeshcatVisualizer (optional)
+    QuasistaticPlant "contact_results"  -> ContactForceVisualizer (optional; the forces)
     QuasistaticPlant "iiwa_positions"   -> VectorLogSink (the arm's joints)
     QuasistaticPlant "cylinder_pose"    -> read after the run
 
@@ -28,8 +29,9 @@ from pydrake.systems.framework import DiagramBuilder
 from pydrake.systems.primitives import VectorLogSink
 
 from quasistatic_drake import QuasistaticPlant, Scenario
+from quasistatic_drake.contact_visualizer import ContactForceVisualizer
 from quasistatic_drake.paths import package_share_dir
-from quasistatic_drake.pick_and_place import PickPlaceTask, plan_pick_and_place
+from quasistatic_drake.apps.pick_and_place import PickPlaceTask, plan_pick_and_place
 
 
 def build(scenario: Scenario, meshcat: Optional[Meshcat]):
@@ -47,6 +49,8 @@ def build(scenario: Scenario, meshcat: Optional[Meshcat]):
     builder.Connect(plant.get_robot_positions_output_port('iiwa'), logger.get_input_port())
     if meshcat is not None:
         MeshcatVisualizer.AddToBuilder(builder, plant.get_query_object_output_port(), meshcat)
+        ContactForceVisualizer.AddToBuilder(builder, plant.get_contact_results_output_port(),
+                                            meshcat)
     return builder.Build(), plant, logger
 
 

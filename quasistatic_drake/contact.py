@@ -1,7 +1,7 @@
 """
 ContactSet: the linearised contact constraints of one time step, as numpy arrays.
 
-Conventions follow seed 000, Sec. III-B: for contact i between bodies A and B,
+Conventions follow Pang & Tedrake 2018, Sec. III-B: for contact i between bodies A and B,
 the normal n_i is the unit vector pointing from A to B, the relative velocity
 is v_i = v_B - v_A at the contact points, and
 
@@ -62,7 +62,7 @@ def tangent_directions(normals: np.ndarray, n_d: int) -> np.ndarray:
     Return a balanced set of n_d unit tangents for each normal (k x 3) -> (k, n_d, 3).
 
     The tangents are evenly spaced in the tangent plane, d_j = cos(2 pi j / n_d) t1 +
-    sin(2 pi j / n_d) t2, so for even n_d the set is balanced (seed 000, eq. 4).
+    sin(2 pi j / n_d) t2, so for even n_d the set is balanced (Pang & Tedrake 2018, eq. 4).
     """
     out = np.empty((normals.shape[0], n_d, 3))
     for i in range(normals.shape[0]):

@@ -7,7 +7,7 @@ this one file on purpose: numba's on-disk cache is invalidated per source file,
 so a compiled caller in one file would keep a stale copy of a callee changed in
 another.  shapes.py describes the shapes these distance fields measure.
 
-Conventions follow seed 000, Sec. III-B: the normal n of a contact points from
+Conventions follow Pang & Tedrake 2018, Sec. III-B: the normal n of a contact points from
 body A to body B, and the rows are
 
     J_n,i  = n_i^T (J_B(p_B) - J_A(p_A))          (eq. 3)

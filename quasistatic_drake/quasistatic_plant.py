@@ -5,13 +5,23 @@ State (in the Context, nothing hidden in the System):
 
 * discrete group 0, ``q``: the configuration (``QuasistaticSimulator.default_positions()``
   by default);
-* discrete group 1, ``q_ref``: the robots' commanded-position reference qbar_a
-  (seed 002's impedance model, see simulator.py), robots in scenario order;
+* discrete group 1, ``q_ref``: the robots' commanded-position reference
+  (simulator.py; Pang & Tedrake 2021's spring reference under the QP),
+  robots in scenario order;
 * an abstract :class:`StepOutcome`: what the last step reported (status,
-  contacts, timing), for the status and contact-results output ports.
-* an abstract MIP start (the MIQP only; None at first and after
-  ``set_positions``): the last step's ``StepResult.mip_start_next``, passed
+  contacts, timing), for the status and contact-results output ports;
+* an abstract warm start (None at first and after ``set_positions``; the
+  MIQP's MIP start): the last step's ``StepResult.warm_start_next``, passed
   to the next step.
+
+Outputs have no side effects.  The poses and the QueryObject come from a
+cache entry of each Context: a copy of the engine's MultibodyPlant and
+SceneGraph context, set to that Context's q when q has changed (Drake's
+cache invalidation).  So several Contexts of one plant (two Simulators, a
+``MonteCarloSimulation``) never share anything mutable: advanced
+interleaved, each gives the trajectory it gives alone.  The update calls
+``QuasistaticSimulator.step``, a function of its arguments.  The engine is
+not thread-safe, so Contexts of one plant are advanced from one thread.
 
 Timing (zero-order hold).  A periodic unrestricted update with period h and
 offset 0 fires at t_k = k h.  The state seen at t_k (after
@@ -40,7 +50,7 @@ import numpy as np
 from pydrake.common.value import AbstractValue, Value
 from pydrake.geometry import QueryObject
 from pydrake.math import RigidTransform
-from pydrake.systems.framework import BasicVector, Context, LeafSystem, State
+from pydrake.systems.framework import BasicVector, Context, LeafSystem, State, ValueProducer
 
 from quasistatic_drake.scenario import Scenario
 from quasistatic_drake.simulator import CommandError, Contact, QuasistaticSimulator, StepResult
@@ -102,11 +112,15 @@ class QuasistaticPlant(LeafSystem):
         self._q_ref_index = self.DeclareDiscreteState(q0[self._robot_q_idx])
         self._outcome_index = self.DeclareAbstractState(
             AbstractValue.Make(self._initial_outcome(q0)))
-        # the MIQP's MIP start for the next step (None: none; the QP has none)
-        self._mip_start_index = self.DeclareAbstractState(Value[object](None))
+        # the formulation's warm start for the next step (None: none; the QP takes none)
+        self._warm_start_index = self.DeclareAbstractState(Value[object](None))
         self._command_ports = {r.name: self.DeclareVectorInputPort(
             f"{r.name}_velocity_command", len(r.joint_names)) for r in model.robots}
         self.DeclarePeriodicUnrestrictedUpdateEvent(self.time_step, 0.0, self._update)
+        self._scene_cache = self.DeclareCacheEntry(
+            "the engine's MultibodyPlant and SceneGraph context at this Context's q",
+            ValueProducer(allocate=self._allocate_scene, calc=self._calc_scene),
+            {self.discrete_state_ticket(self._q_index)})
         self._declare_outputs()
 
     # ----- binding port accessors ---------------------------------------------------
@@ -151,13 +165,17 @@ class QuasistaticPlant(LeafSystem):
         """Return the robots' commanded-position reference qbar_a (a copy)."""
         return context.get_discrete_state(self._q_ref_index).value().copy()
 
+    def get_warm_start(self, context: Context):
+        """Return the warm start the next step will use (None: none; the MIQP's MIP start)."""
+        return context.get_abstract_state(self._warm_start_index).get_value()
+
     def set_positions(self, context: Context, q: np.ndarray) -> None:
         """Set q, reset the reference to the robots' positions in q (no preload)."""
         q = self.engine.checked_positions(q).copy()
         context.SetDiscreteState(self._q_index, q)
         context.SetDiscreteState(self._q_ref_index, q[self._robot_q_idx])
         context.SetAbstractState(self._outcome_index, self._initial_outcome(q, context.get_time()))
-        context.SetAbstractState(self._mip_start_index, None)
+        context.SetAbstractState(self._warm_start_index, None)
 
     # ----- the update ------------------------------------------------------------------
     def _update(self, context: Context, state: State) -> None:
@@ -165,9 +183,9 @@ class QuasistaticPlant(LeafSystem):
         q_ref = self.get_reference(context)
         t = context.get_time()
         commands = self._read_commands(context, t)
-        mip_start = context.get_abstract_state(self._mip_start_index).get_value()
         try:
-            result = self.engine.step(q, commands, q_ref=q_ref, mip_start=mip_start)
+            result = self.engine.step(q, commands, q_ref=q_ref,
+                                      warm_start=self.get_warm_start(context))
         except CommandError as err:
             raise CommandError(f"QuasistaticPlant at t = {t:.6g} s: {err} The state was not "
                                "changed.") from None
@@ -175,7 +193,7 @@ class QuasistaticPlant(LeafSystem):
         if result.success:
             state.get_mutable_discrete_state(self._q_index).set_value(result.q_next)
             state.get_mutable_discrete_state(self._q_ref_index).set_value(result.q_ref_next)
-        state.get_mutable_abstract_state(self._mip_start_index).set_value(result.mip_start_next)
+        state.get_mutable_abstract_state(self._warm_start_index).set_value(result.warm_start_next)
         state.get_mutable_abstract_state(self._outcome_index).set_value(
             self._outcome(result, t, previous.steps + 1))
 
@@ -220,20 +238,20 @@ class QuasistaticPlant(LeafSystem):
                     self._q(context)[idx]),
                 prerequisites_of_calc=state_only)
             for r in model.robots}
+        scene = {self._scene_cache.ticket()}
         self._object_pose_ports = {
             o.name: self.DeclareAbstractOutputPort(
                 f"{o.name}_pose", lambda: AbstractValue.Make(RigidTransform()),
-                lambda context, out, name=o.name: out.set_value(
-                    self.engine.object_pose(self._q(context), name)),
-                prerequisites_of_calc=state_only)
+                lambda context, out, o=o: out.set_value(self._object_pose(context, o)),
+                prerequisites_of_calc=scene)
             for o in model.objects}
         self._body_poses_port = self.DeclareAbstractOutputPort(
             "body_poses", lambda: AbstractValue.Make(
                 [RigidTransform()] * model.plant.num_bodies()),
-            self._calc_body_poses, prerequisites_of_calc=state_only)
+            self._calc_body_poses, prerequisites_of_calc=scene)
         self._query_port = self.DeclareAbstractOutputPort(
             "query_object", lambda: AbstractValue.Make(QueryObject()), self._calc_query_object,
-            prerequisites_of_calc=state_only)
+            prerequisites_of_calc=scene)
         self._contacts_port = self.DeclareAbstractOutputPort(
             "contact_results", lambda: AbstractValue.Make(()),
             lambda context, out: out.set_value(self._last(context).contacts),
@@ -253,16 +271,31 @@ class QuasistaticPlant(LeafSystem):
     def _calc_positions(self, context: Context, out: BasicVector) -> None:
         out.SetFromVector(self._q(context))
 
+    # ----- the scene cache: the engine's plant context, one per Context of this system ----
+    def _allocate_scene(self) -> AbstractValue:
+        return Value[object](_Scene(self.engine.model))
+
+    def _calc_scene(self, context: Context, value: AbstractValue) -> None:
+        scene: _Scene = value.get_mutable_value()
+        self.engine.model.plant.SetPositions(scene.plant_context, self._q(context))
+
+    def _scene(self, context: Context) -> "_Scene":
+        return self._scene_cache.Eval(context)
+
+    def _object_pose(self, context: Context, info) -> RigidTransform:
+        plant = self.engine.model.plant
+        body = plant.GetBodyByName(info.base_body, info.instance)
+        return plant.EvalBodyPoseInWorld(self._scene(context).plant_context, body)
+
     def _calc_body_poses(self, context: Context, out: AbstractValue) -> None:
-        model = self.engine.model
-        model.set_positions(self._q(context))
-        out.set_value(model.plant.get_body_poses_output_port().Eval(model.plant_context))
+        plant = self.engine.model.plant
+        out.set_value(plant.get_body_poses_output_port().Eval(self._scene(context).plant_context))
 
     def _calc_query_object(self, context: Context, out: AbstractValue) -> None:
-        """Copy the engine's QueryObject at q: Drake bakes the copy, so it stays valid."""
-        model = self.engine.model
-        model.set_positions(self._q(context))
-        out.set_value(model.query_object())
+        """Copy the scene's QueryObject at q: Drake bakes the copy, so it stays valid."""
+        plant = self.engine.model.plant
+        out.set_value(plant.get_geometry_query_input_port().Eval(
+            self._scene(context).plant_context))
 
     @property
     def robot_names(self) -> list[str]:
@@ -273,6 +306,23 @@ class QuasistaticPlant(LeafSystem):
     def object_names(self) -> list[str]:
         """Return the objects, in scenario order."""
         return [o.name for o in self.engine.model.objects]
+
+
+class _Scene:
+    """
+    A MultibodyPlant and SceneGraph context of the engine's model, owned by one plant Context.
+
+    Drake clones a cache value when it clones a Context; the clone gets a
+    context of its own (``__deepcopy__``), so no two Contexts share one.
+    """
+
+    def __init__(self, model, root=None):
+        self.model = model
+        self.root = root if root is not None else model.diagram.CreateDefaultContext()
+        self.plant_context = model.plant.GetMyMutableContextFromRoot(self.root)
+
+    def __deepcopy__(self, memo) -> "_Scene":
+        return _Scene(self.model, self.root.Clone())
 
 
 def _named(ports: dict, name: str, kind: str):

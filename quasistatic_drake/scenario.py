@@ -11,8 +11,8 @@ The schema (README, section "Scenario files") is::
     gravity: [0, 0, -9.81]
     default_friction: 0.5            # optional
     quasi_static_inertia_ratio: 0.1  # optional, see formulations/qp.py
-    miqp: {contact_stiffness, big_m, time_limit, mip_gap, backend,
-           delayed_lower_bound}   # optional, see formulations/miqp.py
+    miqp: {contact_stiffness, big_m, ...}   # optional: a formulation's block, read by
+                                            # its settings type (formulations/miqp.py)
     robots: [{name, file, stiffness, initial_positions?, pose?, max_reference_lead?}]
     objects: [{name, file, initial_pose?, initial_positions?}]
     environment: [{name, file, pose?}]
@@ -26,27 +26,24 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 import numpy as np
 import yaml
 
-from quasistatic_drake.formulations.miqp import MiqpSettings
+from quasistatic_drake.formulations import registry
+from quasistatic_drake.formulations.settings import (checked_settings, read_settings,
+                                                     SettingsError)
 from quasistatic_drake.paths import resolve_model_file
 
-FORMULATIONS = ("qp", "miqp")
-MIQP_BACKENDS = ("gurobi", "scip")
-
+# Besides these, each formulation's name is a key: its settings block.
 _TOP_KEYS = {
     "time_step", "formulation", "quasi_dynamic", "friction_directions",
     "contact_detection_tolerance", "gravity", "default_friction",
-    "quasi_static_inertia_ratio", "robots", "objects", "environment", "miqp",
+    "quasi_static_inertia_ratio", "robots", "objects", "environment",
 }
-_MIQP_KEYS = {"contact_stiffness", "big_m", "time_limit", "mip_gap", "backend",
-              "delayed_lower_bound", "least_force", "max_points_per_pair",
-              "object_motion_weight"}
 _ROBOT_KEYS = {"name", "file", "stiffness", "initial_positions", "pose", "max_reference_lead"}
 _OBJECT_KEYS = {"name", "file", "initial_pose", "initial_positions"}
 _ENVIRONMENT_KEYS = {"name", "file", "pose"}
@@ -67,7 +64,7 @@ class Pose:
 
 @dataclass(frozen=True)
 class RobotSpec:
-    """An actuated model: every joint is a spring of stiffness K (seed 002)."""
+    """An actuated model: every joint is a spring of stiffness K (Pang & Tedrake 2021)."""
 
     name: str
     file: str
@@ -114,8 +111,43 @@ class Scenario:
     gravity: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, -9.81]))
     default_friction: float = 0.5
     quasi_static_inertia_ratio: float = 0.1
-    miqp: MiqpSettings = field(default_factory=MiqpSettings)
+    # the formulations' settings blocks given in the file, by formulation name (read only)
+    formulation_settings: Mapping[str, Any] = field(default_factory=dict)
     source: str = "<dict>"
+
+    def settings(self, formulation: Optional[str] = None) -> Any:
+        """
+        Return the settings of a formulation (default: the scenario's formulation).
+
+        A formulation whose block the file leaves out has its defaults.
+        """
+        name = formulation or self.formulation
+        if name in self.formulation_settings:
+            return self.formulation_settings[name]
+        try:
+            return registry.settings_type(name)()
+        except KeyError as err:
+            raise ScenarioError(f"{self.source}: formulation: {err.args[0]}") from None
+
+    def with_formulation(self, formulation: Optional[str] = None, **changes: Any) -> "Scenario":
+        """
+        Return a copy that uses ``formulation`` (default: the same), its settings changed.
+
+        ``changes`` are keys of that formulation's block, checked as in the
+        file: ``scenario.with_formulation("miqp", backend="scip")``.
+        """
+        name = formulation or self.formulation
+        current = self.settings(name)
+        try:
+            settings = checked_settings(replace(current, **changes), name)
+        except TypeError:
+            unknown = sorted(set(changes) - set(vars(current)))
+            raise ScenarioError(f"{self.source}: {name}: unknown key(s) {unknown}. Allowed "
+                                f"keys: {sorted(vars(current))}.") from None
+        except SettingsError as err:
+            raise ScenarioError(f"{self.source}: {err}") from None
+        blocks = {**self.formulation_settings, name: settings}
+        return replace(self, formulation=name, formulation_settings=blocks)
 
     @staticmethod
     def from_yaml(path: str | os.PathLike) -> "Scenario":
@@ -259,15 +291,15 @@ class _Reader:
             where=f"{self.source}: {where}")
 
     def scenario(self, data: Any) -> Scenario:
-        self.check_keys(data, _TOP_KEYS, "", ("time_step",))
+        self.check_keys(data, _TOP_KEYS | set(registry.names()), "", ("time_step",))
         formulation = data.get("formulation", "qp")
-        if formulation not in FORMULATIONS:
+        if formulation not in registry.names():
             raise self.fail("formulation", f"unknown formulation {formulation!r}. "
-                            f"Available: {list(FORMULATIONS)}.")
+                            f"Available: {list(registry.names())}.")
         n_d = data.get("friction_directions", 4)
         if isinstance(n_d, bool) or not isinstance(n_d, int) or n_d < 2 or n_d % 2:
             raise self.fail("friction_directions", f"expected an even integer >= 2 "
-                            f"(a balanced set, seed 000 eq. 4), got {n_d!r}.")
+                            f"(a balanced set, Pang & Tedrake 2018, eq. 4), got {n_d!r}.")
         robots = [self.robot(r, f"robots[{i}]")
                   for i, r in enumerate(self.model_list(data.get("robots"), "robots"))]
         objects = [self.object(o, f"objects[{i}]")
@@ -288,47 +320,22 @@ class _Reader:
             quasi_static_inertia_ratio=self.number(
                 data.get("quasi_static_inertia_ratio", 0.1),
                 "quasi_static_inertia_ratio", positive=True),
-            miqp=self.miqp(data.get("miqp", {}), "miqp"),
+            formulation_settings=self.formulation_blocks(data),
             robots=tuple(robots), objects=tuple(objects), environment=tuple(environment),
             source=self.source)
         self.check_models(scenario)
         return scenario
 
-    def miqp(self, data: Any, where: str) -> MiqpSettings:
-        self.check_keys(data, _MIQP_KEYS, where)
-        default = MiqpSettings()
-        big_m = data.get("big_m", "auto")
-        backend = data.get("backend", default.backend)
-        if backend not in MIQP_BACKENDS:
-            raise self.fail(_join(where, "backend"), f"unknown MIQP backend {backend!r}. "
-                            f"Available: {list(MIQP_BACKENDS)}.")
-        return MiqpSettings(
-            contact_stiffness=self.number(data.get("contact_stiffness",
-                                                   default.contact_stiffness),
-                                          _join(where, "contact_stiffness"), positive=True),
-            big_m=None if big_m == "auto" else self.number(big_m, _join(where, "big_m"),
-                                                           positive=True),
-            time_limit=self.number(data.get("time_limit", default.time_limit),
-                                   _join(where, "time_limit"), positive=True),
-            mip_gap=self.number(data.get("mip_gap", default.mip_gap), _join(where, "mip_gap"),
-                                nonnegative=True),
-            backend=backend,
-            delayed_lower_bound=self.flag(data.get("delayed_lower_bound", False),
-                                          _join(where, "delayed_lower_bound")),
-            least_force=self.flag(data.get("least_force", True), _join(where, "least_force")),
-            max_points_per_pair=self.points_per_pair(data.get("max_points_per_pair"),
-                                                     _join(where, "max_points_per_pair")),
-            object_motion_weight=self.number(
-                data.get("object_motion_weight", default.object_motion_weight),
-                _join(where, "object_motion_weight"), nonnegative=True))
-
-    def points_per_pair(self, value: Any, where: str) -> Optional[int]:
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise self.fail(where, f"expected a positive integer (or leave it out for all "
-                            f"manifold points), got {value!r}.")
-        return value
+    def formulation_blocks(self, data: dict) -> Mapping[str, Any]:
+        """Read each formulation's block in the file with that formulation's settings type."""
+        blocks = {}
+        for name in registry.names():
+            if name in data:
+                try:
+                    blocks[name] = read_settings(registry.settings_type(name), data[name], name)
+                except SettingsError as err:
+                    raise self.fail(err.key, err.message) from None
+        return blocks
 
     def check_models(self, scenario: Scenario) -> None:
         """Refuse a repeated model name (naming both entries) and a scenario that cannot move."""

@@ -2,16 +2,20 @@
 QuasistaticSimulator: the time-stepping engine.  It needs no Diagram.
 
 One call of :meth:`QuasistaticSimulator.step` does: contact query and manifold
-(contact_detection.py), the step QP (formulations/qp.py), and integration
-q_next = q + h N(q) v' with quaternions renormalised.
+(contact_detection.py), the scenario's formulation (formulations/: the QP of
+Pang & Tedrake 2021, the MIQP of Pang & Tedrake 2018, or a registered
+plug-in), and integration q_next = q + h N(q) v' with quaternions
+renormalised.  The step loop is the same for every formulation
+(formulations/base.py says what a formulation does and what the loop does).
 
-The robots' commanded-position reference qbar_a (seed 002's impedance model)
-is part of the state.  Each step advances it, qbar_a' = qbar_a + h v_cmd, and
-the robot joints are springs pulling towards qbar_a'.  In free space the robot
+The robots' commanded-position reference is part of the state.  Under the
+QP it is the spring reference qbar_a of Pang & Tedrake 2021's impedance
+model: each step advances it, qbar_a' = qbar_a + h v_cmd, and the robot
+joints are springs pulling towards qbar_a'.  In free space the robot
 therefore follows v_cmd exactly; in contact the reference runs ahead of the
 joints and the spring force K (qbar_a' - q_a') is what squeezes a grasp.
-The reference is an explicit argument, so a step's result depends on its
-arguments only:
+The reference, and a formulation's warm start (the MIQP's MIP start), are
+explicit arguments, so a step's result depends on its arguments only:
 
 * ``step(q, v_cmd, q_ref=...)``: the one given (n_a values, robots in scenario
   order, joints in ``robot_joint_names`` order); a rollout passes the last
@@ -19,7 +23,13 @@ arguments only:
 * ``step(q, v_cmd)``: the robot positions of q, no preload.
 
 :meth:`QuasistaticSimulator.rollout` steps through a sequence of commands,
-handing each step's q_next and q_ref_next to the next.
+handing each step's q_next, q_ref_next and warm_start_next to the next.
+
+The engine keeps one MultibodyPlant context as scratch space: every query
+sets it to the q it is given first.  Keyed caches (the plant's set q, the
+proximity pairs of the last q and tolerance) only skip work and never change
+a result.  The engine is not thread-safe: use one engine per thread or
+process.
 """
 
 from __future__ import annotations
@@ -28,35 +38,31 @@ import math
 import time
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 import numpy as np
 from pydrake.math import RigidTransform
 from pydrake.multibody.tree import JointIndex
 
 from quasistatic_drake.compile_notice import compile_notice
-from quasistatic_drake.contact import ContactSet, thin_contacts
+from quasistatic_drake.contact import ContactSet
 from quasistatic_drake.contact_detection import ContactDetector, proximity_pairs
-from quasistatic_drake.manifold import body_motions, sweep_lengths
-from quasistatic_drake.formulations.miqp import contact_impulses_miqp, miqp_data
-from quasistatic_drake.formulations.miqp_backends import (BACKENDS as MIQP_BACKENDS,
-                                                          MiqpSolverMissing, MiqpTooLarge)
-from quasistatic_drake.formulations.qp import (QpStepSolution, joint_limit_velocity_bounds,
-                                               qp_cost, quasi_static_inertia_scale,
-                                               solve_qp_step)
+from quasistatic_drake.errors import CommandError, SolverLimitExceeded
+from quasistatic_drake.formulations import registry
+from quasistatic_drake.formulations.base import (Formulation, ModelFacts, StepProblem,
+                                                 StepSolution)
+from quasistatic_drake.formulations.settings import SettingsError
+from quasistatic_drake.joint_limits import joint_limit_velocity_bounds
+from quasistatic_drake.manifold import body_motions
 from quasistatic_drake.model import QuasistaticModel
 from quasistatic_drake.scenario import Scenario, ScenarioError
+
+__all__ = ["CommandError", "Contact", "QuasistaticSimulator", "Rollout", "StepResult"]
 
 MAX_RESOLVES = 3   # widenings of the detection tolerance in one step (_tolerance_for_sweep)
 # [m] the largest error a turning body's linearised contacts may make in one step
 # (_turn_limits): a point at R from the axis is off by about R theta^2 / 2.
 LINEARISATION_ERROR = 5e-4
-RECOVERY_BISECTIONS = 6        # alpha to 1/64 when a QP step cannot work off all penetration
-MIQP_RECOVERY_BISECTIONS = 3   # alpha to 1/8 for an MIQP (each solve costs milliseconds)
-
-
-class CommandError(ValueError):
-    """A velocity command (or q, or q_ref) that cannot be used; nothing was changed."""
 
 
 @dataclass(frozen=True)
@@ -78,17 +84,19 @@ class StepResult:
 
     ``recovery_dropped`` is True when the step was infeasible as posed and
     was solved working off only the fraction ``recovery_fraction`` of each
-    penetration (``QuasistaticSimulator._partial_recovery``).  ``tight_big_m`` names
-    the MIQP's big-M rows that were tight (formulations/miqp.py): M may have
-    been too small there.  ``rotation_limited`` is True when the step was
-    solved again with the objects' turn bounded, because its linearised
-    contacts let it penetrate deeper (``QuasistaticSimulator._deepened``).
-    ``reference_limited`` is True when ``q_ref_next`` was held within a
-    robot's ``max_reference_lead`` of its joints (``_bounded_reference``).
-    ``status`` is "error" when something inside the
-    step raised (a Drake check, a solver crash): ``error`` then says what,
-    and q_next = q.  ``mip_start_next`` (the MIQP only) is the MIP start for
-    the next step: this step's binaries, or on failure the start it was given.
+    penetration (``QuasistaticSimulator._partial_recovery``).
+    ``rotation_limited`` is True when the step was solved again with the
+    bodies' turn bounded, because its linearised contacts let it penetrate
+    deeper (``QuasistaticSimulator._deepened``).  ``reference_limited`` is
+    True when ``q_ref_next`` was held within a robot's
+    ``max_reference_lead`` of its joints (``formulations.base.lead_bounded``).
+    ``status`` is "error" when something inside the step raised (a Drake
+    check, a solver crash): ``error`` then says what, and q_next = q.
+    ``warm_start_next`` is the warm start for the next step (the MIQP's MIP
+    start: this step's binaries, or on failure the start it was given; None
+    for formulations that take none).  ``solution`` is the formulation's own
+    solution (formulations/: ``QpSolution``, ``MiqpStepSolution`` with
+    ``tight_big_m``, ...; None after an error).
     """
 
     q_next: np.ndarray
@@ -102,16 +110,16 @@ class StepResult:
     resolves: int = 0
     min_phi_next: float = field(default=np.inf)
     recovery_dropped: bool = False
-    tight_big_m: tuple[str, ...] = ()
     error: str = ""
     recovery_fraction: float = 1.0
     rotation_limited: bool = False
     reference_limited: bool = False
-    mip_start_next: Optional[np.ndarray] = None
+    warm_start_next: Any = None
+    solution: Optional[StepSolution] = None
 
     @property
     def success(self) -> bool:
-        """Return whether the QP was solved and q advanced."""
+        """Return whether the step was solved and q advanced."""
         return self.status == "optimal"
 
     @cached_property
@@ -153,15 +161,11 @@ class QuasistaticSimulator:
         robots, objects = self.model.robots, self.model.objects
         self._robot_q_idx = _concat([r.q_idx for r in robots])
         self._robot_v_idx = _concat([r.v_idx for r in robots])
-        self._stiffness = np.concatenate([r.stiffness for r in robots]) if robots else np.zeros(0)
-        self._max_lead = np.concatenate([r.max_lead for r in robots]) if robots else np.zeros(0)
         self._robot_names = frozenset(r.name for r in robots)
         self._object_v_idx = _concat([o.v_idx for o in objects])
         self._object_block = np.ix_(self._object_v_idx, self._object_v_idx)
-        self._inertia_scale = self._object_inertia_scale()
-        self._object_weight = self._weight_of_objects()
-        self._miqp = self._miqp_backend()
         self._limits = self._position_limits()
+        self.formulation: Formulation = self._formulation()
         # proximity pairs of the last q and tolerance asked: a step's q_next is the next
         # step's q.  Keyed by both, so it never changes a result.
         self._pairs_cache: Optional[tuple[bytes, list]] = None
@@ -208,126 +212,125 @@ class QuasistaticSimulator:
         return self._checked_q(q)
 
     def step(self, q: np.ndarray, v_cmd: Mapping[str, np.ndarray],
-             q_ref: Optional[np.ndarray] = None,
-             mip_start: Optional[np.ndarray] = None) -> StepResult:
+             q_ref: Optional[np.ndarray] = None, warm_start: Any = None) -> StepResult:
         """
         Advance q by one time step h under the robots' velocity commands.
 
         ``v_cmd`` maps robot names to joint velocities (robots left out hold still).
         ``q_ref`` is the robots' reference (module docstring); None means the
-        robot positions of q.  ``mip_start`` (the MIQP only) is a MIP start for
-        the step's solves, usually the last step's ``mip_start_next``: it
-        changes how fast Gurobi solves, and among equally good solutions
-        which one it returns.  The result depends on the arguments only.
-        The input q is never modified.  Bad input raises CommandError and
-        changes nothing, as does ``MiqpTooLarge`` (the MIQP exceeds the
-        solver's licence; its message gives the fixes).  A failed solve, or any
-        other failure inside the step (status "error": whatever was raised but
-        KeyboardInterrupt), returns a result with q_next = q: the engine stays
-        usable.
+        robot positions of q.  ``warm_start`` is the formulation's warm start,
+        usually the last step's ``warm_start_next``: under the MIQP a MIP
+        start, which changes how fast Gurobi solves and, among equally good
+        solutions, which one it returns; the QP takes none.  The result
+        depends on the arguments only.  The input q is never modified.  Bad
+        input raises CommandError and changes nothing, as does
+        ``SolverLimitExceeded`` (the problem exceeds the solver's licence, as
+        the MIQP's ``MiqpTooLarge``; its message gives the fixes).  A failed
+        solve, or any other failure inside the step (status "error": whatever
+        was raised but KeyboardInterrupt), returns a result with q_next = q:
+        the engine stays usable.
         """
         start = time.perf_counter()
         q = self._checked_q(q).copy()
         v_bar = self._checked_command(v_cmd)
         q_ref = self._start_reference(q, q_ref)
-        mip_start = self._checked_mip_start(mip_start)
+        warm_start = self.formulation.checked_warm_start(warm_start)
         try:
-            return self._step(q, q_ref, v_bar, mip_start, start)
-        except MiqpTooLarge:
+            return self._step(q, q_ref, v_bar, warm_start, start)
+        except SolverLimitExceeded:
             raise
         except (Exception, SystemExit) as err:   # noqa: B902 - nothing may end the process
             return StepResult(
                 q_next=q, status="error", solve_time=0.0, q_ref_next=q_ref, v=None,
                 contact_set=ContactSet.empty(self.model.n_v, self.scenario.friction_directions),
                 forces_W=np.zeros((0, 3)), step_time=time.perf_counter() - start,
-                error=f"{type(err).__name__}: {err}", mip_start_next=mip_start)
+                error=f"{type(err).__name__}: {err}", warm_start_next=warm_start)
 
     def rollout(self, q0: np.ndarray, commands: Iterable[Mapping[str, np.ndarray]],
-                q_ref: Optional[np.ndarray] = None) -> Rollout:
+                q_ref: Optional[np.ndarray] = None, warm_start: Any = None) -> Rollout:
         """
         Step from q0 through ``commands``, one ``v_cmd`` mapping per step.
 
         Each step starts from the last one's ``q_next``, ``q_ref_next`` and
-        ``mip_start_next``; ``q_ref`` is the first step's reference (None: the
-        robot positions of q0).  A failed step keeps q, and the rollout goes on
-        from there.  A bad command raises CommandError naming its index;
-        nothing is returned.
+        ``warm_start_next``; ``q_ref`` and ``warm_start`` are the first
+        step's (None: the robot positions of q0, no warm start).  A failed
+        step keeps q, and the rollout goes on from there.  A bad command
+        raises CommandError naming its index; nothing is returned.
         """
         q = self._checked_q(q0).copy()
         q_ref = self._start_reference(q, q_ref)
-        qs, refs, results, mip_start = [q], [q_ref], [], None
+        qs, refs, results = [q], [q_ref], []
         for k, v_cmd in enumerate(commands):
             try:
-                result = self.step(q, v_cmd, q_ref=q_ref, mip_start=mip_start)
+                result = self.step(q, v_cmd, q_ref=q_ref, warm_start=warm_start)
             except CommandError as err:
                 raise CommandError(f"commands[{k}]: {err}") from err
-            q, q_ref, mip_start = result.q_next, result.q_ref_next, result.mip_start_next
+            q, q_ref, warm_start = result.q_next, result.q_ref_next, result.warm_start_next
             qs.append(q)
             refs.append(q_ref)
             results.append(result)
         return Rollout(q=np.array(qs), q_ref=np.array(refs), results=tuple(results))
 
-    def _step(self, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray,
-              mip_start: Optional[np.ndarray], start: float) -> StepResult:
+    def _step(self, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, warm_start: Any,
+              start: float) -> StepResult:
         """Detect, solve and integrate one step from checked inputs (:meth:`step`)."""
-        q_ref_next = self._next_reference(q, q_ref, v_bar)
+        formulation = self.formulation
         tolerance = self.scenario.contact_detection_tolerance
+        self.model.set_positions(q)
+        problem = self._problem(q, q_ref, v_bar)
         for resolves in range(MAX_RESOLVES + 1):
             pairs = self._pairs(q, tolerance)
             self.model.set_positions(q)
-            contacts = self.detector.detect(tolerance, pairs)
-            if self._miqp is not None and self.scenario.miqp.max_points_per_pair:
-                contacts = thin_contacts(contacts, self.scenario.miqp.max_points_per_pair)
-            solution = self._solve_formulation(q, q_ref, q_ref_next, v_bar, contacts,
-                                               mip_start)
-            if solution.v is None:
-                return self._failure(q, q_ref, contacts, solution, mip_start, start)
-            wider = self._tolerance_for_sweep(solution.v, tolerance)
+            contacts = formulation.contacts(self.detector.detect(tolerance, pairs))
+            attempt = self._solve(problem, contacts, warm_start)
+            if attempt.solution.v is None:
+                return self._failure(q, q_ref, contacts, attempt, warm_start, start)
+            wider = self._tolerance_for_sweep(attempt.solution.v, tolerance)
             if wider is None or resolves == MAX_RESOLVES:
                 break
             tolerance = wider
-        q_next = self._integrate(q, solution.v)
+        q_next = self._integrate(q, attempt.solution.v)
         if self._deepened(pairs, q_next):
             self.model.set_positions(q)
-            limited = self._solve_formulation(q, q_ref, q_ref_next, v_bar, contacts,
-                                              mip_start, rotation_limited=True)
-            if limited.v is not None:
-                solution, q_next = limited, self._integrate(q, limited.v)
-        q_ref_next, reference_limited = self._bounded_reference(q_ref_next, q_next)
-        result = StepResult(
-            q_next=q_next, status=solution.status, solve_time=solution.solve_time,
+            limited = self._solve(self._turn_limited(problem), contacts, warm_start)
+            if limited.solution.v is not None:
+                attempt = replace(limited, rotation_limited=True)
+                q_next = self._integrate(q, limited.solution.v)
+        solution = attempt.solution
+        q_ref_next, reference_limited = formulation.next_reference(
+            problem, q_next[self._robot_q_idx], solution)
+        return StepResult(
+            q_next=q_next, status=solution.status, solve_time=attempt.solve_time,
             q_ref_next=q_ref_next, v=solution.v, contact_set=contacts,
             forces_W=solution.impulses_W / self.h, step_time=time.perf_counter() - start,
             resolves=resolves, min_phi_next=self._min_phi(q_next),
-            recovery_dropped=solution.recovery_dropped,
-            recovery_fraction=solution.recovery_fraction, tight_big_m=solution.tight_big_m,
-            rotation_limited=solution.rotation_limited, reference_limited=reference_limited,
-            mip_start_next=solution.mip_start)
-        return result
+            recovery_dropped=attempt.recovery_fraction < 1.0,
+            recovery_fraction=attempt.recovery_fraction,
+            rotation_limited=attempt.rotation_limited, reference_limited=reference_limited,
+            warm_start_next=solution.warm_start_next, solution=solution)
 
     # ----- the step ----------------------------------------------------------
-    def _solve_formulation(self, q, q_ref, q_ref_next, v_bar, contacts: ContactSet,
-                           mip_start: Optional[np.ndarray],
-                           rotation_limited: bool = False) -> QpStepSolution:
-        """Solve the scenario's formulation; optionally with each body's turn bounded."""
+    def _problem(self, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray) -> StepProblem:
+        """Gather the formulation's data at q (the model must be at q)."""
+        plant, context = self.model.plant, self.model.plant_context
         v_lower, v_upper = self._velocity_bounds(q)
-        if rotation_limited:
-            limit = self._turn_limits()
-            v_lower, v_upper = np.maximum(v_lower, -limit), np.minimum(v_upper, limit)
+        J_w, J_v, _ = self.model.body_jacobians()
+        return StepProblem(
+            q_a=q[self._robot_q_idx], q_ref=q_ref, v_cmd=v_bar, v_lower=v_lower,
+            v_upper=v_upper, M_u=plant.CalcMassMatrix(context)[self._object_block],
+            tau_u=plant.CalcGravityGeneralizedForces(context)[self._object_v_idx],
+            J_w=J_w, J_v=J_v, body_radii=self.model.moving_radii)
 
-        def solve(rows: ContactSet) -> QpStepSolution:
-            if self._miqp is not None:
-                return self._solve_miqp(q, q_ref, v_bar, rows, v_lower, v_upper, mip_start)
-            return self._solve(q, q_ref_next, rows, v_lower, v_upper)
+    def _solve(self, problem: StepProblem, contacts: ContactSet, warm_start: Any) -> "_Attempt":
+        """Solve the formulation; if that fails with penetration, recover partially."""
+        solution = self.formulation.solve(problem, contacts, warm_start)
+        if (solution.v is None and np.any(contacts.phi < 0.0)
+                and self.formulation.recovers_from(solution)):
+            return self._partial_recovery(problem, contacts, warm_start, solution)
+        return _Attempt(solution, solution.solve_time)
 
-        solution = solve(contacts)
-        if solution.v is None and np.any(contacts.phi < 0.0) and (
-                self._miqp is None or "infeasible" in solution.status):
-            solution = self._partial_recovery(solve, contacts, solution)
-        return replace(solution, rotation_limited=rotation_limited)
-
-    def _partial_recovery(self, solve, contacts: ContactSet,
-                          failed: QpStepSolution) -> QpStepSolution:
+    def _partial_recovery(self, problem: StepProblem, contacts: ContactSet, warm_start: Any,
+                          failed: StepSolution) -> "_Attempt":
         """
         Solve again, working off the largest fraction alpha of every penetration possible.
 
@@ -337,28 +340,29 @@ class QuasistaticSimulator:
         contradict each other.  With phi scaled by alpha in [0, 1] the step
         asks to work off the fraction alpha; alpha = 0 keeps "no deeper
         penetration" and is always feasible (v' = 0 satisfies it).  alpha is
-        bisected (RECOVERY_BISECTIONS times for the QP, MIQP_RECOVERY_BISECTIONS
-        for the costlier MIQP), so the rest is worked off in later steps.
-        Returns ``failed`` if even alpha = 0 fails.
+        bisected the formulation's ``recovery_bisections`` times (6 for the
+        QP, 3 for the costlier MIQP), so the rest is worked off in later
+        steps.  Returns ``failed`` if even alpha = 0 fails.
         """
-        def scaled(alpha: float) -> ContactSet:
-            return replace(contacts, phi=np.where(contacts.phi < 0.0, alpha * contacts.phi,
-                                                  contacts.phi))
+        def solve(alpha: float) -> StepSolution:
+            scaled = replace(contacts, phi=np.where(contacts.phi < 0.0, alpha * contacts.phi,
+                                                    contacts.phi))
+            return self.formulation.solve(problem, scaled, warm_start)
 
-        best = solve(scaled(0.0))
+        best = solve(0.0)
         spent = failed.solve_time + best.solve_time
         if best.v is None:
-            return replace(failed, solve_time=spent)
+            return _Attempt(failed, spent)
         low, high = 0.0, 1.0
-        for _ in range(RECOVERY_BISECTIONS if self._miqp is None else MIQP_RECOVERY_BISECTIONS):
+        for _ in range(self.formulation.recovery_bisections):
             alpha = 0.5 * (low + high)
-            trial = solve(scaled(alpha))
+            trial = solve(alpha)
             spent += trial.solve_time
             if trial.v is None:
                 high = alpha
             else:
                 low, best = alpha, trial
-        return replace(best, recovery_dropped=True, recovery_fraction=low, solve_time=spent)
+        return _Attempt(best, spent, recovery_fraction=low)
 
     def _deepened(self, pairs: list, q_next: np.ndarray) -> bool:
         """
@@ -366,7 +370,7 @@ class QuasistaticSimulator:
 
         The contact rows are linear in v, but bodies turn: a box tipping 0.48
         rad in one step ended 11.5 mm inside the table, an arm link swung
-        through it.  Such a step is solved again with :meth:`_turn_limits`.
+        through it.  Such a step is solved again with :meth:`_turn_limited`.
         ``pairs`` are the proximity pairs at q; a pair first seen at q_next
         counts from 0.  Each pair is judged on its own, so a penetration
         elsewhere (an arm already buried) does not hide a new one.
@@ -377,6 +381,12 @@ class QuasistaticSimulator:
                     before.get((p.id_A, p.id_B), 0.0), 0.0) - LINEARISATION_ERROR:
                 return True
         return False
+
+    def _turn_limited(self, problem: StepProblem) -> StepProblem:
+        """Return the problem with each turning velocity bounded by :meth:`_turn_limits`."""
+        limit = self._turn_limits()
+        return replace(problem, v_lower=np.maximum(problem.v_lower, -limit),
+                       v_upper=np.minimum(problem.v_upper, limit))
 
     def _turn_limits(self) -> np.ndarray:
         """
@@ -406,95 +416,8 @@ class QuasistaticSimulator:
                 limit[j] = rate[j] * theta / (self.h * math.sqrt(len(turning)))
         return limit
 
-    def _solve(self, q: np.ndarray, q_ref_next: np.ndarray, contacts: ContactSet,
-               v_lower: np.ndarray, v_upper: np.ndarray) -> QpStepSolution:
-        """Solve the seed 002 QP for this step (formulations/qp.py)."""
-        plant, context = self.model.plant, self.model.plant_context
-        idx_u = self._object_v_idx
-        M_u = plant.CalcMassMatrix(context)[self._object_block]
-        if not self.scenario.quasi_dynamic:
-            M_u = self._inertia_scale * M_u
-        tau_g = plant.CalcGravityGeneralizedForces(context)[idx_u]
-        cost = qp_cost(self.model.n_v, self.h, self._robot_v_idx, self._stiffness,
-                       q[self._robot_q_idx], q_ref_next, idx_u, M_u, tau_g)
-        return solve_qp_step(cost, contacts, self.h, v_lower, v_upper)
-
-    def _next_reference(self, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray) -> np.ndarray:
-        """
-        Advance the robots' reference by h v_cmd.
-
-        QP: the spring reference accumulates, qbar_a' = qbar_a + h v_cmd.  MIQP:
-        the reference is the hypothetical position q_a + h v_cmd of this step
-        only (seed 000, eq. 21); the delayed normal-force lower bound of Sec.
-        V-B reads the previous step's shortfall from it.
-        """
-        if self._miqp is not None:
-            return q[self._robot_q_idx] + self.h * v_bar
-        return q_ref + self.h * v_bar
-
-    def _bounded_reference(self, q_ref_next: np.ndarray,
-                           q_next: np.ndarray) -> tuple[np.ndarray, bool]:
-        """
-        Keep the spring reference a QP step hands on within max_lead of the joints.
-
-        The reference integrates the command, so a joint held back (by the
-        table, a buried pad, a joint limit) would build an unbounded lead, a
-        spring force without bound, and a jump when it comes free.  Each
-        joint's lead is capped at its robot's ``max_reference_lead`` (the
-        force at K max_lead); in free space the lead is zero and nothing
-        changes.  Returns the reference and whether a cap applied.  The MIQP's
-        reference is q_a + h v_cmd of one step and is never capped.
-        """
-        if self._miqp is not None or not self._max_lead.size:
-            return q_ref_next, False
-        lead = q_ref_next - q_next[self._robot_q_idx]
-        if np.all(np.abs(lead) <= self._max_lead):
-            return q_ref_next, False
-        return q_ref_next - lead + np.clip(lead, -self._max_lead, self._max_lead), True
-
-    def _solve_miqp(self, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray,
-                    contacts: ContactSet, v_lower: np.ndarray, v_upper: np.ndarray,
-                    mip_start: Optional[np.ndarray]) -> QpStepSolution:
-        """
-        Solve seed 000's eq. 23 for this step (formulations/miqp.py).
-
-        A command beyond a joint's velocity limit is followed at the limit:
-        the tracking target h vbar and the big-M reach D use the command
-        clipped to [v_lower, v_upper] (a 100 rad/s command made D, and with
-        it every big-M, so large that Gurobi and SCIP ran into the time limit).
-        """
-        settings = self.scenario.miqp
-        plant, context = self.model.plant, self.model.plant_context
-        idx_u, idx_a = self._object_v_idx, self._robot_v_idx
-        tau_u = plant.CalcGravityGeneralizedForces(context)[idx_u]
-        v_bar = np.clip(v_bar, v_lower[idx_a], v_upper[idx_a])
-        phibar_delayed = None
-        if settings.delayed_lower_bound:
-            phibar_delayed = contacts.phi + contacts.J_n[:, idx_a] @ (
-                q_ref - q[self._robot_q_idx])
-        data = miqp_data(contacts, self.h, idx_u, idx_a, self.h * v_bar, tau_u, settings,
-                         self.h * v_lower, self.h * v_upper, self._point_reach(v_bar),
-                         self._object_weight, phibar_delayed)
-        answer = self._miqp.solve(data, settings, start=mip_start)
-        if answer.x is None:
-            return QpStepSolution(None, np.zeros((contacts.n_c, 3)), answer.status,
-                                  answer.solve_time, data.n_binaries)
-        return QpStepSolution(answer.x / self.h,
-                              contact_impulses_miqp(contacts, answer.P_n, answer.P_f),
-                              "optimal", answer.solve_time, data.n_binaries,
-                              tight_big_m=answer.tight_big_m, mip_start=answer.z)
-
-    def _point_reach(self, v_bar: np.ndarray) -> float:
-        """D of the MIQP big-M: the tolerance plus twice the farthest robot point's travel."""
-        v = np.zeros(self.model.n_v)
-        v[self._robot_v_idx] = v_bar
-        J_w, J_v, _ = self.model.body_jacobians()
-        sweeps = sweep_lengths(J_w, J_v, self.model.moving_radii, v, self.h)
-        return self.scenario.contact_detection_tolerance + 2.0 * float(
-            np.max(sweeps, initial=0.0))
-
     def _integrate(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """q_next = q + h N(q) v, then unit quaternions (design step 5)."""
+        """q_next = q + h N(q) v, then unit quaternions."""
         qdot = self.model.plant.MapVelocityToQDot(self.model.plant_context, v)
         q_next = q + self.h * qdot
         for s in self.model.quaternion_starts:
@@ -553,11 +476,14 @@ class QuasistaticSimulator:
         pairs = self._pairs(q, self.scenario.contact_detection_tolerance)
         return min((p.distance for p in pairs if np.isfinite(p.distance)), default=np.inf)
 
-    def _failure(self, q, q_ref, contacts, solution, mip_start, start) -> StepResult:
-        return StepResult(q_next=q, status=solution.status, solve_time=solution.solve_time,
-                          q_ref_next=q_ref, v=None, contact_set=contacts,
-                          forces_W=np.zeros((contacts.n_c, 3)),
-                          step_time=time.perf_counter() - start, mip_start_next=mip_start)
+    def _failure(self, q, q_ref, contacts, attempt: "_Attempt", warm_start,
+                 start) -> StepResult:
+        """Return the result of a failed solve: q, the reference and the warm start kept."""
+        return StepResult(q_next=q, status=attempt.solution.status,
+                          solve_time=attempt.solve_time, q_ref_next=q_ref, v=None,
+                          contact_set=contacts, forces_W=np.zeros((contacts.n_c, 3)),
+                          step_time=time.perf_counter() - start, warm_start_next=warm_start,
+                          solution=attempt.solution)
 
     # ----- set-up helpers ------------------------------------------------------
     def _warm_up(self) -> None:
@@ -576,19 +502,32 @@ class QuasistaticSimulator:
 
     def _warm_up_kernels(self) -> None:
         """Run the compiled kernels once (see _warm_up)."""
-        if self._miqp is not None:
+        if not self.formulation.solves_at_warm_up:
             self.min_signed_distance(self.model.q_default)
             return
         self.step(self.model.q_default.copy(), {})
 
-    def _miqp_backend(self):
-        """Return the MIQP backend of the scenario, or None for the QP formulation."""
-        if self.scenario.formulation != "miqp":
-            return None
+    def _formulation(self) -> Formulation:
+        """Build the scenario's formulation (formulations/registry.py) from the model's facts."""
+        scenario, robots = self.scenario, self.model.robots
+        self.model.set_positions(self.model.q_default)
+        M_u = self.model.plant.CalcMassMatrix(self.model.plant_context)[self._object_block]
+        facts = ModelFacts(
+            h=self.h, n_v=self.model.n_v, object_v_idx=self._object_v_idx,
+            robot_v_idx=self._robot_v_idx,
+            stiffness=np.concatenate([r.stiffness for r in robots]) if robots else np.zeros(0),
+            max_lead=np.concatenate([r.max_lead for r in robots]) if robots else np.zeros(0),
+            object_mass_default=M_u, object_weight=self._weight_of_objects(),
+            quasi_dynamic=scenario.quasi_dynamic,
+            quasi_static_inertia_ratio=scenario.quasi_static_inertia_ratio,
+            detection_tolerance=scenario.contact_detection_tolerance)
+        name = scenario.formulation
         try:
-            return MIQP_BACKENDS[self.scenario.miqp.backend]()
-        except MiqpSolverMissing as err:
-            raise ScenarioError(f"{self.scenario.source}: miqp.backend: {err}") from None
+            return registry.formulation_class(name)(facts, scenario.settings(name))
+        except KeyError as err:
+            raise ScenarioError(f"{scenario.source}: formulation: {err.args[0]}") from None
+        except SettingsError as err:
+            raise ScenarioError(f"{scenario.source}: {name}.{err.key}: {err.message}") from None
 
     def _weight_of_objects(self) -> float:
         """Return the objects' total weight |g| sum(m) [N]."""
@@ -596,13 +535,6 @@ class QuasistaticSimulator:
         mass = sum(plant.get_body(b).default_mass() for o in self.model.objects
                    for b in plant.GetBodyIndices(o.instance))
         return float(np.linalg.norm(self.scenario.gravity)) * mass
-
-    def _object_inertia_scale(self) -> float:
-        """Return eps of the quasi-static Hessian eps M_u (model.py refuses a singular M_u)."""
-        self.model.set_positions(self.model.q_default)
-        M_u = self.model.plant.CalcMassMatrix(self.model.plant_context)[self._object_block]
-        return quasi_static_inertia_scale(self.h, self._stiffness, M_u,
-                                          self.scenario.quasi_static_inertia_ratio)
 
     def _position_limits(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(q index, v index, lower, upper) of every 1-DOF joint with finite limits."""
@@ -690,26 +622,6 @@ class QuasistaticSimulator:
             raise CommandError(f"{where} is not finite for joint(s) {bad}: {vec.tolist()}.")
         return vec
 
-    def _checked_mip_start(self, mip_start) -> Optional[np.ndarray]:
-        """Return the MIP start as a 0/1 float array, or None (CommandError if it is not one)."""
-        if mip_start is None:
-            return None
-        if self._miqp is None:
-            raise CommandError("mip_start: this scenario's formulation is "
-                               f"{self.scenario.formulation!r}, which takes none. Fix: pass "
-                               "mip_start=None (only formulation: miqp uses it).")
-        try:
-            z = np.array(mip_start, dtype=float).reshape(-1)
-        except (TypeError, ValueError) as err:
-            raise CommandError(f"mip_start must be a sequence of 0/1 values, "
-                               f"got {mip_start!r}. Fix: pass a StepResult's "
-                               "mip_start_next, or None.") from err
-        if not np.all((z == 0.0) | (z == 1.0)):
-            raise CommandError("mip_start must hold only 0 and 1 values (the binaries of "
-                               "an earlier step). Fix: pass a StepResult's mip_start_next, "
-                               "or None.")
-        return z
-
     def _start_reference(self, q: np.ndarray, q_ref: Optional[np.ndarray]) -> np.ndarray:
         if q_ref is not None:
             names = [f"{r.name}/{j}" for r in self.model.robots for j in r.joint_names]
@@ -718,6 +630,16 @@ class QuasistaticSimulator:
 
 
 _NO_SHIFT = np.zeros(3)
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """A formulation's solution in the step loop, with what the loop did to get it."""
+
+    solution: StepSolution
+    solve_time: float                  # every solve's time, the recovery solves' included
+    recovery_fraction: float = 1.0     # the fraction of each penetration worked off
+    rotation_limited: bool = False     # solved with the bodies' turn bounded
 
 
 def _concat(parts: list[np.ndarray]) -> np.ndarray:

@@ -7,7 +7,7 @@ import sys
 
 from conftest import REPO_ROOT
 
-CLI = [sys.executable, '-m', 'quasistatic_drake.cli']
+CLI = [sys.executable, '-m', 'quasistatic_drake.apps.cli']
 
 
 def run_cli(*args):

@@ -13,7 +13,7 @@ from conftest import (assert_gradient_matches_finite_differences, ground_entry, 
                       sdf_shape_object, write)
 from quasistatic_drake import Scenario
 from quasistatic_drake.model import shape_spec
-from quasistatic_drake.pick_and_place import run_pick_and_place
+from quasistatic_drake.apps.pick_and_place import run_pick_and_place
 from quasistatic_drake.shapes import (BOX, CONVEX, feature_edges, feature_points, hull_planes,
                                       ShapeSpec, signed_distance)
 

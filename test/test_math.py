@@ -7,7 +7,6 @@ from conftest import (assert_gradient_matches_finite_differences, ground_entry, 
                       sdf_box_object, write)
 from quasistatic_drake.contact import ContactSet, tangent_directions
 from quasistatic_drake.formulations.qp import qp_cost, solve_qp_step
-from quasistatic_drake.formulations.qp_backends import BACKENDS
 from quasistatic_drake.shapes import (BOX, CAPSULE, CYLINDER, HALFSPACE, SPHERE, ShapeSpec,
                                       feature_points, signed_distance)
 
@@ -103,17 +102,22 @@ def line_contacts(phi, J_n, mu=0.0, n_d=2):
                       body_a=('robot', 'object'), body_b=('object', 'wall'))
 
 
-@pytest.mark.parametrize('backend', sorted(BACKENDS))
-def test_robot_pushing_object_into_wall_kkt(backend):
-    """A spring robot pushes an object against a wall: v' = 0 and force = K (qbar' - q_a)."""
-    h, K, m = 0.1, 1000.0, 2.0
+def wall_push(h=0.1, K=1000.0, m=2.0):
+    """Return the contacts and cost of a spring robot pushing an object against a wall."""
     # v = [v_u (object), v_a (robot)]; robot -> object: phi_dot = v_u - v_a;
     # object -> wall: phi_dot = -v_u.
     contacts = line_contacts([0.0, 0.0], [[1.0, -1.0], [-1.0, 0.0]])
     cost = qp_cost(2, h, np.array([1]), np.array([K]), np.array([0.0]), np.array([0.01]),
                    np.array([0]), np.array([[m]]), np.array([0.0]))
+    return contacts, cost
+
+
+def test_robot_pushing_object_into_wall_kkt():
+    """A spring robot pushes an object against a wall: v' = 0 and force = K (qbar' - q_a)."""
+    h, K = 0.1, 1000.0
+    contacts, cost = wall_push(h, K)
     np.testing.assert_allclose(cost.b, [0.0, -h * K * 0.01])     # the sign from the KKT
-    sol = solve_qp_step(cost, contacts, h, np.full(2, -np.inf), np.full(2, np.inf), backend)
+    sol = solve_qp_step(cost, contacts, h, np.full(2, -np.inf), np.full(2, np.inf))
     assert sol.status == 'optimal'
     np.testing.assert_allclose(sol.v, [0.0, 0.0], atol=1e-6)
     forces = sol.impulses_W / h

@@ -1,4 +1,4 @@
-"""The MIQP step (seed 000, eq. 23) with Gurobi and SCIP, and the paper's 2D example."""
+"""The MIQP step (Pang & Tedrake 2018, eq. 23) with Gurobi and SCIP, and the paper's 2D example."""
 
 from dataclasses import replace
 import json
@@ -10,7 +10,7 @@ import pytest
 
 from conftest import REPO_ROOT
 from quasistatic_drake import CommandError, QuasistaticSimulator, Scenario, ScenarioError
-from quasistatic_drake import paper_2d as P
+from quasistatic_drake.apps import paper_2d as P
 from quasistatic_drake.formulations.miqp import MiqpSettings, miqp_data
 from quasistatic_drake.formulations.miqp_backends import (BACKENDS, GurobiBackend,
                                                           MiqpTooLarge)
@@ -20,7 +20,7 @@ TWO_PADS = f'{REPO_ROOT}/config/two_pads_lift.yaml'
 
 @pytest.fixture(scope='module')
 def hand_written():
-    """Seed 000's example from eqs. 24-28, with Gurobi."""
+    """Pang & Tedrake 2018's example from eqs. 24-28, with Gurobi."""
     return P.run_hand_written('gurobi')
 
 
@@ -102,7 +102,7 @@ def test_gurobi_size_limit_is_a_clear_error():
 
 def test_miqp_pads_lift_the_box_with_scip():
     scenario = Scenario.from_yaml(TWO_PADS)
-    scenario = replace(scenario, formulation='miqp', miqp=replace(scenario.miqp, backend='scip'))
+    scenario = scenario.with_formulation('miqp', backend='scip')
     sim = QuasistaticSimulator(scenario)
     q = sim.default_positions()
     for command, steps in (([0.0, 0.1, -0.1], 3), ([0.1, 0.1, -0.1], 4)):
@@ -117,14 +117,14 @@ def test_miqp_pads_lift_the_box_with_scip():
 
 def test_delayed_lower_bound_still_lifts():
     scenario = Scenario.from_yaml(f'{REPO_ROOT}/config/paper_2d.yaml')
-    scenario = replace(scenario, miqp=replace(scenario.miqp, delayed_lower_bound=True))
+    scenario = scenario.with_formulation(delayed_lower_bound=True)
     sim = QuasistaticSimulator(scenario)
     q, q_ref, z = sim.default_positions(), None, None
     for step in range(1, 40):
         x_l, x_r, y_g = P.command_eq29(step)
-        result = sim.step(q, {'gripper': [y_g, x_l, x_r]}, q_ref=q_ref, mip_start=z)
+        result = sim.step(q, {'gripper': [y_g, x_l, x_r]}, q_ref=q_ref, warm_start=z)
         assert result.success
-        q, q_ref, z = result.q_next, result.q_ref_next, result.mip_start_next
+        q, q_ref, z = result.q_next, result.q_ref_next, result.warm_start_next
     assert q[4] > 0.065, 'held by the one-step-delayed lower bound, the cylinder rises'
 
 
@@ -145,8 +145,8 @@ def test_bad_miqp_settings_are_clear(tmp_path):
 def test_paper_2d_cli_writes_json_and_png(tmp_path):
     out = tmp_path / 'paper.json'
     png = tmp_path / 'paper.png'
-    done = subprocess.run([sys.executable, '-m', 'quasistatic_drake.cli', 'paper-2d', '--json',
-                           str(out), '--png', str(png)], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, '-m', 'quasistatic_drake.apps.cli', 'paper-2d',
+                           '--json', str(out), '--png', str(png)], capture_output=True, text=True,
                           timeout=600, cwd=REPO_ROOT)
     assert done.returncode == 0, done.stderr
     summary = json.loads(out.read_text())
@@ -256,8 +256,7 @@ def test_thin_contacts_keeps_the_four_corners_of_a_face(tmp_path):
 def pad_forces(per_pair):
     """Squeeze the two-pad scene's box under the MIQP; return each pad's total normal force."""
     scenario = Scenario.from_yaml(TWO_PADS)
-    scenario = replace(scenario, formulation='miqp',
-                       miqp=replace(scenario.miqp, max_points_per_pair=per_pair))
+    scenario = scenario.with_formulation('miqp', max_points_per_pair=per_pair)
     sim = QuasistaticSimulator(scenario)
     q = sim.default_positions()
     for _ in range(4):                                  # close, then squeeze into the box
@@ -314,9 +313,9 @@ def finger_push(formulation, command, steps):
                                        formulation=formulation))
     q, q_ref, z = sim.default_positions(), None, None
     for _ in range(steps):
-        result = sim.step(q, {'finger': command}, q_ref=q_ref, mip_start=z)
+        result = sim.step(q, {'finger': command}, q_ref=q_ref, warm_start=z)
         assert result.success, result.status
-        q, q_ref, z = result.q_next, result.q_ref_next, result.mip_start_next
+        q, q_ref, z = result.q_next, result.q_ref_next, result.warm_start_next
     return sim, q, result
 
 
@@ -385,22 +384,22 @@ def test_the_mip_start_is_an_explicit_input_and_output():
     q = sim.default_positions()
     command = {'gripper': [0.0, 0.1, -0.1]}
     first = sim.step(q, command)
-    z = first.mip_start_next
+    z = first.warm_start_next
     assert z is not None and z.size == first.contact_set.n_c * (2 + first.contact_set.n_d)
     assert set(np.unique(z)) <= {0.0, 1.0}
-    again = sim.step(first.q_next, command, q_ref=first.q_ref_next, mip_start=z)
+    again = sim.step(first.q_next, command, q_ref=first.q_ref_next, warm_start=z)
     sim.step(q, {'gripper': [0.0, -0.1, 0.1]})                  # unrelated solves
-    sim.step(first.q_next, {'gripper': [0.1, 0.0, 0.0]}, mip_start=1.0 - z)
-    later = sim.step(first.q_next, command, q_ref=first.q_ref_next, mip_start=z)
-    for name in ('q_next', 'q_ref_next', 'v', 'forces_W', 'mip_start_next'):
+    sim.step(first.q_next, {'gripper': [0.1, 0.0, 0.0]}, warm_start=1.0 - z)
+    later = sim.step(first.q_next, command, q_ref=first.q_ref_next, warm_start=z)
+    for name in ('q_next', 'q_ref_next', 'v', 'forces_W', 'warm_start_next'):
         np.testing.assert_array_equal(getattr(again, name), getattr(later, name), err_msg=name)
-    with pytest.raises(CommandError, match=r'mip_start must hold only 0 and 1.*Fix'):
-        sim.step(q, command, mip_start=[0.5] * z.size)
-    with pytest.raises(CommandError, match=r'mip_start must be a sequence.*Fix'):
-        sim.step(q, command, mip_start='warm')
+    with pytest.raises(CommandError, match=r'a MIP start\) must hold only 0 and 1.*Fix'):
+        sim.step(q, command, warm_start=[0.5] * z.size)
+    with pytest.raises(CommandError, match=r'warm_start \(a MIP start\) must be a sequence.*Fix'):
+        sim.step(q, command, warm_start='warm')
     qp = QuasistaticSimulator(Scenario.from_yaml(FINGER_PUSH))
-    with pytest.raises(CommandError, match=r"formulation is 'qp', which takes none.*Fix"):
-        qp.step(qp.default_positions(), {}, mip_start=z)
+    with pytest.raises(CommandError, match=r"formulation 'qp' takes none.*Fix"):
+        qp.step(qp.default_positions(), {}, warm_start=z)
 
 
 def test_a_failed_miqp_step_hands_on_the_start_it_was_given(tmp_path):
@@ -412,6 +411,6 @@ def test_a_failed_miqp_step_hands_on_the_start_it_was_given(tmp_path):
                      'initial_pose': {'xyz': [0.0, 0.0, 0.5]}}],
         'environment': [ground_entry(tmp_path)]})
     start = np.array([1.0, 0.0, 1.0])
-    result = sim.step(sim.default_positions(), {'pads': [0.0, 0.1, -0.1]}, mip_start=start)
+    result = sim.step(sim.default_positions(), {'pads': [0.0, 0.1, -0.1]}, warm_start=start)
     assert not result.success
-    np.testing.assert_array_equal(result.mip_start_next, start)
+    np.testing.assert_array_equal(result.warm_start_next, start)

@@ -1,5 +1,5 @@
 """
-Small hand-built MIQPs (seed 000, eq. 23) whose solutions are known in closed form.
+Small hand-built MIQPs (Pang & Tedrake 2018, eq. 23) whose solutions are known in closed form.
 
 A 1 kg block on the ground (mu = 0.5, two friction directions per contact,
 h = 0.1 s, K = 1e4 N/m) and a one-joint pusher that touches it (phi = 0):

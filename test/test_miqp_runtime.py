@@ -1,4 +1,4 @@
-"""benchmarks/miqp_runtime.py (seed 000, Table I): its output and its argument errors."""
+"""benchmarks/miqp_runtime.py (Pang & Tedrake 2018, Table I): its output and argument errors."""
 
 import json
 from pathlib import Path

@@ -20,9 +20,9 @@ from pydrake.geometry import Meshcat
 from browser import ARTIFACTS_DIR, count_colour, image_stats, is_blank, screenshot
 from conftest import REPO_ROOT
 from quasistatic_drake import QuasistaticSimulator, Scenario
-from quasistatic_drake.pick_and_place import (PickPlaceTask, plan_pick_and_place,
-                                              run_pick_and_place)
-from quasistatic_drake.planning import DiffIkPlanner, PlanningError
+from quasistatic_drake.apps.pick_and_place import (PickPlaceTask, plan_pick_and_place,
+                                                   run_pick_and_place)
+from quasistatic_drake.apps.planning import DiffIkPlanner, PlanningError
 from quasistatic_drake.quasistatic_plant import QuasistaticPlant
 from test_meshcat_browser import require_browser
 
@@ -172,7 +172,7 @@ def test_plant_ports_of_the_arm_scene():
 
 
 def test_arm_grasp_lifts_and_places_the_cylinder_with_the_miqp():
-    """Seed 000, Sec. V-B: the MIQP arm grasps, lifts, carries and places the cylinder."""
+    """Pang & Tedrake 2018, Sec. V-B: the MIQP arm grasps, lifts, carries, places the cylinder."""
     scenario = Scenario.from_yaml(ARM_SCENE.with_name('arm_pick_place_miqp.yaml'))
     task = PickPlaceTask()
     task = replace(task, durations={k: 0.5 * v for k, v in task.durations.items()})

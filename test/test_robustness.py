@@ -332,7 +332,7 @@ def test_joint_position_limits_hold_and_a_joint_beyond_one_may_stay(tmp_path):
     assert back.success and back.q_next[0] == pytest.approx(0.10, abs=1e-9)
 
 
-# ----- the README's statement about a box pushed through its centre ------------------------
+# ----- docs/robustness.md's statement about a box pushed through its centre ----------------
 @pytest.mark.parametrize('h', [0.1, 0.05, 0.02, 0.01])
 def test_quasi_dynamic_push_through_the_centre_keeps_zero_yaw(h):
     """Quasi-dynamic mode: the round-off yaw grows per centimetre pushed, not per step."""

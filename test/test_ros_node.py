@@ -221,6 +221,7 @@ def test_meshcat_is_served_when_asked(tmp_path):
         assert node.session.meshcat.web_url().startswith('http://')
         names = [s.get_name() for s in node.session.diagram.GetSystems()]
         assert any('meshcat_visualizer' in n for n in names), names
+        assert 'contact_force_visualizer' in names, 'the contact forces are drawn too'
         node.destroy_node()
     finally:
         harness.close()

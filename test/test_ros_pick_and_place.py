@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from quasistatic_drake import QuasistaticSimulator, Scenario
-from quasistatic_drake.pick_and_place import PickPlaceTask, plan_pick_and_place, \
+from quasistatic_drake.apps.pick_and_place import PickPlaceTask, plan_pick_and_place, \
     run_pick_and_place
 from test_ros_helpers import ARM_SCENARIO, RosHarness, transform_of, wait_for
 

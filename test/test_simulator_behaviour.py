@@ -92,7 +92,7 @@ def test_sphere_finger_pushes_box_straight(tmp_path, quasi_dynamic):
     assert finger[0] + 0.02 == pytest.approx(xyz[0] - BOX_SIZE / 2, abs=2e-3)
     assert abs(xyz[1]) < 1e-6, 'no sideways drift'
     assert np.max(np.abs(rpy)) < 1e-4, 'no spurious yaw or tilt'
-    # Anitescu's relaxation lifts a sliding box by at most mu h |v_t| (seed 002).
+    # Anitescu's relaxation lifts a sliding box by at most mu h |v_t| (Pang & Tedrake 2021).
     assert BOX_SIZE / 2 - 1e-4 < xyz[2] < BOX_SIZE / 2 + 0.5 * 0.1 * 0.1 + 1e-4
 
 

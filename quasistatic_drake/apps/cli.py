@@ -5,7 +5,7 @@ Subcommands:
   demo   a 7-DOF arm with a parallel-jaw gripper picks a cylinder off a table,
          carries it and places it (config/arm_pick_place.yaml), shown live in
          Meshcat, with a summary and optional JSON and HTML replay;
-  paper-2d  seed 000's 2D gripper-cylinder example (MIQP against Trinkle's LCP),
+  paper-2d  Pang & Tedrake 2018's 2D gripper-cylinder example (MIQP against Trinkle's LCP),
          built from eqs. 24-28 and through Drake; JSON and the panels of Figs. 5-6;
   push   a spherical finger pushes a box across a table (config/finger_push.yaml)
          and the run is printed step by step with a summary;
@@ -15,7 +15,6 @@ Subcommands:
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -25,13 +24,15 @@ import numpy as np
 from pydrake.geometry import Meshcat
 from pydrake.math import RollPitchYaw
 
-from quasistatic_drake import paper_2d
+from quasistatic_drake.apps import paper_2d
 from quasistatic_drake.paths import package_share_dir
-from quasistatic_drake.pick_and_place import PickPlaceTask, StepRecord, run_pick_and_place
-from quasistatic_drake.planning import PlanningError
-from quasistatic_drake.scenario import FORMULATIONS, MIQP_BACKENDS, Scenario, ScenarioError
-from quasistatic_drake.formulations.miqp_backends import MiqpTooLarge
-from quasistatic_drake.simulator import CommandError, QuasistaticSimulator, StepResult
+from quasistatic_drake.apps.pick_and_place import PickPlaceTask, StepRecord, run_pick_and_place
+from quasistatic_drake.apps.planning import PlanningError
+from quasistatic_drake.errors import CommandError, SolverLimitExceeded
+from quasistatic_drake.formulations import registry
+from quasistatic_drake.formulations.miqp import MIQP_BACKENDS
+from quasistatic_drake.scenario import Scenario, ScenarioError
+from quasistatic_drake.simulator import QuasistaticSimulator, StepResult
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -39,7 +40,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return args.run(args)
-    except (ScenarioError, CommandError, MiqpTooLarge) as err:
+    except (ScenarioError, CommandError, SolverLimitExceeded) as err:
         print(f'error: {err}', file=sys.stderr)
         return 2
 
@@ -55,7 +56,7 @@ def _parser() -> argparse.ArgumentParser:
                            'config/arm_pick_place_miqp.yaml, its h = 0.01 s variant)')
     demo.add_argument('--object', default='',
                       help="the object to pick (default: the scenario's first object)")
-    demo.add_argument('--formulation', choices=FORMULATIONS,
+    demo.add_argument('--formulation', choices=registry.names(),
                       help="override the scenario's formulation")
     demo.add_argument('--no-meshcat', action='store_true', help='run headless')
     demo.add_argument('--realtime-rate', type=_non_negative,
@@ -75,7 +76,8 @@ def _parser() -> argparse.ArgumentParser:
                       help='commanded finger speed [m/s] (default 0.1)')
     push.add_argument('--json', type=Path, help='write a summary of the run here')
     push.set_defaults(run=run_push_demo)
-    paper = commands.add_parser('paper-2d', help="seed 000's 2D gripper-cylinder example")
+    paper = commands.add_parser('paper-2d',
+                                help="Pang & Tedrake 2018's 2D gripper-cylinder example")
     paper.add_argument('--backend', choices=MIQP_BACKENDS, default='gurobi')
     paper.add_argument('--json', type=Path, help='write the trajectories and figures here')
     paper.add_argument('--png', type=Path, default=Path('out/paper_2d.png'),
@@ -102,7 +104,11 @@ def _non_negative(text: str) -> float:
 
 
 def _default_arm_scene(formulation: Optional[str]) -> Path:
-    """Return the arm scene for a formulation: the MIQP's needs a finer step (README)."""
+    """
+    Return the arm scene for a formulation: the MIQP's needs a finer step.
+
+    docs/formulations.md, "The arm under the MIQP", says why.
+    """
     name = 'arm_pick_place_miqp.yaml' if formulation == 'miqp' else 'arm_pick_place.yaml'
     return package_share_dir() / 'config' / name
 
@@ -114,7 +120,7 @@ def run_arm_demo(args) -> int:
                             '--no-meshcat. Fix: drop one of them.')
     scenario = Scenario.from_yaml(args.scenario or _default_arm_scene(args.formulation))
     if args.formulation:
-        scenario = dataclasses.replace(scenario, formulation=args.formulation)
+        scenario = scenario.with_formulation(args.formulation)
     meshcat = None
     if not args.no_meshcat:
         meshcat = Meshcat()
@@ -181,10 +187,10 @@ def _write_json(path: Path, summary: dict) -> None:
 
 
 def run_paper_2d(args) -> int:
-    """Reproduce seed 000, Sec. V-A, and print the figures that matter."""
+    """Reproduce Pang & Tedrake 2018, Sec. V-A, and print the figures that matter."""
     summary = paper_2d.reproduce(args.backend)
     y = np.array(summary['cylinder_y'])
-    print(f"2D gripper and cylinder (seed 000, Sec. V-A), MIQP with {args.backend}:")
+    print(f"2D gripper and cylinder (Pang & Tedrake 2018, Sec. V-A), MIQP with {args.backend}:")
     print(f"  fingers touch at step {summary['touch_step']} (paper: 21)")
     print(f"  cylinder lifted to y = {y.max():.4f} m while squeezed; after release "
           f"y = {y[-1]:.4f} m (r = {paper_2d.RADIUS})")

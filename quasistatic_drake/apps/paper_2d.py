@@ -1,5 +1,5 @@
 """
-Seed 000, Sec. V-A reproduced: a 2D parallel gripper picks up a cylinder (Figs. 4-6).
+Pang & Tedrake 2018, Sec. V-A reproduced: a 2D parallel gripper picks up a cylinder (Figs. 4-6).
 
 m = 1 kg, r = 0.05 m, mu = 0.5, h = 0.01 s, 60 steps, K = 1e4 N/m, the
 commands of eq. 29 (squeeze and lift for 39 steps, then release).  Built twice:
@@ -129,19 +129,19 @@ def run_drake(backend: str = "gurobi") -> Trajectory:
     """Simulate the same 60 steps through QuasistaticSimulator and config/paper_2d.yaml."""
     from quasistatic_drake.simulator import QuasistaticSimulator
     scenario = Scenario.from_yaml(package_share_dir() / "config" / "paper_2d.yaml")
-    scenario = replace(scenario, miqp=replace(scenario.miqp, backend=backend))
+    scenario = scenario.with_formulation('miqp', backend=backend)
     sim = QuasistaticSimulator(scenario)
     q = sim.default_positions()                # [y_g, x_l, x_r, x_c, y_c]
     order = [3, 4, 1, 2, 0]                    # -> [x_c, y_c, x_l, x_r, y_g]
     qs, forces, times = [q[order]], [], []
-    q_ref = mip_start = None
+    q_ref = warm_start = None
     for step in range(1, STEPS + 1):
         x_l_dot, x_r_dot, y_g_dot = command_eq29(step)
         result = sim.step(q, {"gripper": [y_g_dot, x_l_dot, x_r_dot]}, q_ref=q_ref,
-                          mip_start=mip_start)
+                          warm_start=warm_start)
         if not result.success:
             raise RuntimeError(f"step {step}: {result.status}")
-        q, q_ref, mip_start = result.q_next, result.q_ref_next, result.mip_start_next
+        q, q_ref, warm_start = result.q_next, result.q_ref_next, result.warm_start_next
         qs.append(q[order])
         forces.append(sum(c.force_W[0] for c in result.contacts
                           if c.body_a == "gripper::left_finger"))

@@ -25,7 +25,10 @@ from pydrake.math import RigidTransform, RollPitchYaw, RotationMatrix
 from pydrake.systems.analysis import Simulator
 from pydrake.systems.framework import DiagramBuilder
 
-from quasistatic_drake.planning import DiffIkPlanner, JointVelocityPlan, PlanningError, Waypoint
+from quasistatic_drake.apps.planning import (DiffIkPlanner, JointVelocityPlan, PlanningError,
+                                             Waypoint)
+from quasistatic_drake.contact_visualizer import (ContactForceVisualizer,
+                                                  ContactForceVisualizerParams)
 from quasistatic_drake.quasistatic_plant import QuasistaticPlant
 from quasistatic_drake.scenario import Scenario
 from quasistatic_drake.shapes import feature_points
@@ -205,7 +208,8 @@ def plan_pick_and_place(engine: QuasistaticSimulator, task: PickPlaceTask) -> tu
                                                  task)
     plan = planner.plan(q_robot, waypoints, scenario.time_step)
     if scenario.formulation == "miqp":
-        speed = task.hold_force / (scenario.miqp.contact_stiffness * scenario.time_step)
+        stiffness = scenario.settings('miqp').contact_stiffness
+        speed = task.hold_force / (stiffness * scenario.time_step)
         plan = hold_squeeze(plan, planner.finger_idx, speed)
     return plan, target, name
 
@@ -218,7 +222,7 @@ def hold_squeeze(plan: JointVelocityPlan, finger_idx: np.ndarray,
     Under the MIQP the robot follows its command and is no spring: the grasp
     force comes only from the normal-force lower bound K * phibar of eq. 23f,
     so the command must keep squeezing while the object is held, as eq. 29
-    does in seed 000's example.  speed = F / (K h) gives about F per finger (eq. 23f
+    does in Pang & Tedrake 2018's example.  speed = F / (K h) gives about F per finger (eq. 23f
     bounds the sum over the points of a body pair).
     """
     velocities = plan.velocities.copy()
@@ -251,6 +255,9 @@ def run_pick_and_place(scenario: Scenario, task: PickPlaceTask = PickPlaceTask()
         visualizer = MeshcatVisualizer.AddToBuilder(
             builder, plant.get_query_object_output_port(), meshcat,
             MeshcatVisualizerParams(publish_period=scenario.time_step))
+        forces = ContactForceVisualizer.AddToBuilder(
+            builder, plant.get_contact_results_output_port(), meshcat,
+            ContactForceVisualizerParams(publish_period=scenario.time_step))
     simulator = Simulator(builder.Build())
     simulator.set_target_realtime_rate(realtime_rate)
     context = plant.GetMyContextFromRoot(simulator.get_context())
@@ -278,6 +285,7 @@ def run_pick_and_place(scenario: Scenario, task: PickPlaceTask = PickPlaceTask()
     if recording:
         visualizer.StopRecording()
         visualizer.PublishRecording()
+        forces.Delete()          # the replay animates poses; the last forces would mislead
         html.parent.mkdir(parents=True, exist_ok=True)
         html.write_text(meshcat.StaticHtml())
     X_final = object_port.Eval(context)

@@ -1,5 +1,8 @@
 r"""
-The MIQP time step of seed 000 (Pang & Tedrake, IROS 2018), eq. 23.
+The MIQP time step of Pang & Tedrake 2018, eq. 23.
+
+Pang & Tedrake, "A Robust Time-Stepping Scheme for Quasistatic Rigid Multibody
+Systems", IROS 2018.
 
 Decision variables, all per step l (superscript dropped):
 
@@ -25,7 +28,7 @@ eq. 21 (a linear function of x_u).
 The lower bound of eq. 23f is applied per body pair: the normal impulses of
 all the points that join the same two bodies sum to at least h K times the
 deepest hypothetical penetration among them (one row per point, so the
-deepest binds).  With one point per pair, as in seed 000's examples, this is
+deepest binds).  With one point per pair, as in Pang & Tedrake 2018's examples, this is
 eq. 23f exactly.  A face or line contact sampled at several points is one
 patch with one stiffness: bounding every point alone would make the squeeze
 force grow with the number of points, and would demand that every point
@@ -71,29 +74,44 @@ This module imports neither Drake nor ROS; the backends are in miqp_backends.py.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
-from quasistatic_drake.contact import ContactSet
+from quasistatic_drake.contact import ContactSet, thin_contacts
+from quasistatic_drake.errors import CommandError
+from quasistatic_drake.formulations.base import (Formulation, ModelFacts, one_step_reference,
+                                                 StepProblem, StepSolution)
+from quasistatic_drake.formulations.settings import (flag, number, one_of, positive_int,
+                                                     setting, SettingsError)
+from quasistatic_drake.manifold import sweep_lengths
 
 TIGHT_FRACTION = 1e-6     # a big-M row within this fraction of M is reported tight
 M_MARGIN = 2.0            # P_max = M_MARGIN h F
 
 
+MIQP_BACKENDS = ("gurobi", "scip")
+
+
 @dataclass(frozen=True)
 class MiqpSettings:
-    """The scenario's ``miqp:`` keys (README, "Scenario files")."""
+    """The scenario's ``miqp:`` block (README, "Scenario files")."""
 
-    contact_stiffness: float = 1e4        # K of eq. 23f [N/m]
-    big_m: Optional[float] = None         # None: derived per step (module docstring)
-    time_limit: float = 10.0              # [s] per MIQP
-    mip_gap: float = 1e-6                 # relative
-    backend: str = "gurobi"               # "gurobi" or "scip"
-    delayed_lower_bound: bool = False     # Sec. V-B: phibar from the previous step
-    least_force: bool = True              # second solve: least normal impulse (backends)
-    object_motion_weight: float = 1e-6    # eps of the tie-break eps ||x_u||^2 (docstring)
-    max_points_per_pair: Optional[int] = None   # thin the manifold (contact.thin_contacts)
+    contact_stiffness: float = setting(1e4, number(positive=True), "K of eq. 23f [N/m]")
+    big_m: Optional[float] = setting(None, number(positive=True, none_word="auto"),
+                                     "one big-M for every row; 'auto' (None): derived per step")
+    time_limit: float = setting(10.0, number(positive=True), "[s] per MIQP solve")
+    mip_gap: float = setting(1e-6, number(nonnegative=True), "relative MIP gap")
+    backend: str = setting("gurobi", one_of(*MIQP_BACKENDS, what="MIQP backend"),
+                           "the MIQP solver: gurobi or scip")
+    delayed_lower_bound: bool = setting(False, flag(),
+                                        "Sec. V-B: phibar from the previous step")
+    least_force: bool = setting(True, flag(), "a second solve for the least normal impulse")
+    object_motion_weight: float = setting(1e-6, number(nonnegative=True),
+                                          "eps of the tie-break eps ||x_u||^2")
+    max_points_per_pair: Optional[int] = setting(
+        None, positive_int("all manifold points"),
+        "thin each body pair's contact points to this many (contact.thin_contacts)")
 
 
 @dataclass(frozen=True)
@@ -259,3 +277,107 @@ def contact_impulses_miqp(contacts: ContactSet, P_n: np.ndarray,
     tangents = contacts.tangents_W.reshape(contacts.n_c, contacts.n_d, 3)
     friction = np.einsum("ij,ijk->ik", P_f.reshape(contacts.n_c, contacts.n_d), tangents)
     return P_n[:, None] * contacts.normal_W + friction
+
+
+@dataclass(frozen=True)
+class MiqpStepSolution(StepSolution):
+    """The solved eq. 23: v' = x / h and the impulses, with the MIQP's own facts."""
+
+    binaries: int = 0                     # N = 2 n_c + n_d
+    tight_big_m: tuple[str, ...] = ()     # big-M rows tight at the solution (tight_rows)
+    mip_start: Optional[np.ndarray] = None   # the solution's binaries, a MIP start
+
+    @property
+    def warm_start_next(self) -> Optional[np.ndarray]:
+        """Return this step's binaries: the next step's MIP start."""
+        return self.mip_start
+
+
+class MiqpFormulation(Formulation):
+    """
+    Eq. 23 as a formulation plug-in (module docstring; ``formulation: miqp``).
+
+    Robot joints track the one-step target q_a + h v_cmd (eq. 21): the
+    reference it hands on has no spring preload.  A command beyond a
+    joint's velocity limit is followed at the limit: the tracking target
+    h vbar and the big-M reach D use the command clipped to the bounds (a
+    100 rad/s command made D, and with it every big-M, so large that Gurobi
+    and SCIP ran into the time limit).  The warm start is a MIP start: an
+    earlier solution's binaries.  A failed solve is retried with less
+    penetration recovery only when it was infeasible, with 3 bisections
+    (each solve costs milliseconds).
+    """
+
+    name = "miqp"
+    settings_type = MiqpSettings
+    recovery_bisections = 3
+    solves_at_warm_up = False    # a solve dwarfs the kernels' load; a licence limit: at a step
+
+    def __init__(self, facts: ModelFacts, settings: MiqpSettings):
+        """Open the settings' MIQP backend (SettingsError when it is not installed)."""
+        super().__init__(facts, settings)
+        from quasistatic_drake.formulations.miqp_backends import BACKENDS, MiqpSolverMissing
+        try:
+            self.backend = BACKENDS[settings.backend]()
+        except MiqpSolverMissing as err:
+            raise SettingsError("backend", str(err)) from None
+
+    def contacts(self, contacts: ContactSet) -> ContactSet:
+        """Thin each body pair's points to ``max_points_per_pair`` when it is set."""
+        per_pair = self.settings.max_points_per_pair
+        return thin_contacts(contacts, per_pair) if per_pair else contacts
+
+    def solve(self, problem: StepProblem, contacts: ContactSet,
+              warm_start: Optional[np.ndarray] = None) -> MiqpStepSolution:
+        """Assemble eq. 23 for this step and solve it with the backend (class docstring)."""
+        settings, facts = self.settings, self.facts
+        h, idx_u, idx_a = facts.h, facts.object_v_idx, facts.robot_v_idx
+        v_cmd = np.clip(problem.v_cmd, problem.v_lower[idx_a], problem.v_upper[idx_a])
+        phibar_delayed = None
+        if settings.delayed_lower_bound:
+            phibar_delayed = contacts.phi + contacts.J_n[:, idx_a] @ (problem.q_ref
+                                                                      - problem.q_a)
+        data = miqp_data(contacts, h, idx_u, idx_a, h * v_cmd, problem.tau_u, settings,
+                         h * problem.v_lower, h * problem.v_upper,
+                         self._point_reach(problem, v_cmd), facts.object_weight,
+                         phibar_delayed)
+        answer = self.backend.solve(data, settings, start=warm_start)
+        if answer.x is None:
+            return MiqpStepSolution(None, np.zeros((contacts.n_c, 3)), answer.status,
+                                    answer.solve_time, binaries=data.n_binaries)
+        impulses = contact_impulses_miqp(contacts, answer.P_n, answer.P_f)
+        return MiqpStepSolution(answer.x / h, impulses, "optimal", answer.solve_time,
+                                binaries=data.n_binaries, tight_big_m=answer.tight_big_m,
+                                mip_start=answer.z)
+
+    def recovers_from(self, solution: StepSolution) -> bool:
+        """Retry with less penetration recovery only an infeasible MIQP (not a time limit)."""
+        return "infeasible" in solution.status
+
+    def next_reference(self, problem: StepProblem, q_a_next: np.ndarray,
+                       solution: StepSolution) -> tuple[np.ndarray, bool]:
+        """Return the one-step target q_a + h v_cmd (eq. 21); it is never bounded."""
+        return one_step_reference(problem, self.facts.h), False
+
+    def checked_warm_start(self, warm_start: Any) -> Optional[np.ndarray]:
+        """Return a MIP start as a 0/1 float array (CommandError if it is not one)."""
+        if warm_start is None:
+            return None
+        try:
+            z = np.array(warm_start, dtype=float).reshape(-1)
+        except (TypeError, ValueError) as err:
+            raise CommandError(f"warm_start (a MIP start) must be a sequence of 0/1 values, "
+                               f"got {warm_start!r}. Fix: pass a StepResult's "
+                               "warm_start_next, or None.") from err
+        if not np.all((z == 0.0) | (z == 1.0)):
+            raise CommandError("warm_start (a MIP start) must hold only 0 and 1 values (the "
+                               "binaries of an earlier step). Fix: pass a StepResult's "
+                               "warm_start_next, or None.")
+        return z
+
+    def _point_reach(self, problem: StepProblem, v_cmd: np.ndarray) -> float:
+        """D of the big-M: the tolerance plus twice the farthest robot point's travel."""
+        v = np.zeros(self.facts.n_v)
+        v[self.facts.robot_v_idx] = v_cmd
+        sweeps = sweep_lengths(problem.J_w, problem.J_v, problem.body_radii, v, self.facts.h)
+        return self.facts.detection_tolerance + 2.0 * float(np.max(sweeps, initial=0.0))

@@ -3,7 +3,7 @@ MIQP solvers for eq. 23 (miqp.py): Gurobi through gurobipy's matrix API, and SCI
 
 Both take a :class:`MiqpData` and return a :class:`MiqpSolution` whose
 ``solve_time`` is the solver's own runtime (Gurobi's ``Runtime`` attribute,
-as seed 000's Table I; SCIP's solving time).  Gurobi builds a model per
+as Pang & Tedrake 2018's Table I; SCIP's solving time).  Gurobi builds a model per
 step with the matrix API (one sparse constraint matrix, 1-4 ms).  A caller
 may pass a MIP start (``start``, the binaries z of an earlier solution, such
 as the previous step's ``MiqpSolution.z``); it is used when the number of
@@ -18,7 +18,7 @@ impulses of eq. 23 are not unique: two fingers squeezing an object may press
 with any force above the lower bound of eq. 23f, and a solver returns
 whichever vertex it finds, often at the big-M bound.  A second solve fixes
 the optimal motion x and minimises the total normal impulse (a MILP): the
-least-force solution, which is what seed 000's Fig. 5e shows.  The reported
+least-force solution, which is what Pang & Tedrake 2018's Fig. 5e shows.  The reported
 runtime is the sum of both solves.
 
 Scaling.  Displacements per step are ~1e-3 m, so eq. 23's objective is
@@ -41,6 +41,7 @@ from typing import Callable, Optional
 import numpy as np
 from scipy import sparse
 
+from quasistatic_drake.errors import SolverLimitExceeded
 from quasistatic_drake.formulations.miqp import MiqpData, MiqpSettings, MiqpSolution, tight_rows
 
 # The restricted pip licence, measured with gurobipy 13.0.3: at most 2000 linear
@@ -58,7 +59,7 @@ INCUMBENT_GAP = 1e-2
 MIN_DISPLACEMENT = 1e-4        # [m] the objective scale's floor (objective_scale)
 
 
-class MiqpTooLarge(RuntimeError):
+class MiqpTooLarge(SolverLimitExceeded):
     """The MIQP exceeds what the installed Gurobi licence allows."""
 
 

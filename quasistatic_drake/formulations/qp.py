@@ -1,12 +1,15 @@
 r"""
-The convex QP time step of seed 002 (Pang & Tedrake, ICRA 2021).
+The convex QP time step of Pang & Tedrake 2021.
+
+Pang & Tedrake, "Fast simulation of rigid multibody quasistatic systems with
+convex optimization" (ICRA 2021 talk).
 
 Decision variable: the next velocity v' = [v_u'; v_a'] (objects; robots).
 
     minimise_v'   1/2 v'^T Q v' + b^T v'
     subject to    phi_i / h + (J_n,i + mu_i J_f,ij) v' >= 0    for all i, j    (Anitescu)
 
-Signs of b, derived from the KKT conditions (seed 002, "Specializing to robotic
+Signs of b, derived from the KKT conditions (Pang & Tedrake 2021, "Specializing to robotic
 manipulation" and "take 2").  With multipliers beta >= 0 on the constraints,
 stationarity reads
 
@@ -21,7 +24,7 @@ where beta are contact *impulses* [N s] along the friction-cone extreme rays.
 * Objects in quasi-dynamic mode ("take 2"): momentum is discarded every step
   (v_u = 0), M_u (v_u' - 0) = h tau_g,u + J_u^T beta, so
   Q_uu = M_u  and  b_u = -h tau_g,u.
-* Objects in quasi-static mode have no inertia (Q_uu = 0, seed 002 "Drawbacks":
+* Objects in quasi-static mode have no inertia (Q_uu = 0, Pang & Tedrake 2021, "Drawbacks":
   the Hessian is only PSD and solutions may not be unique).  We use
   Q_uu = eps M_u with eps = r h^2 min(K) / lambda_max(M_u), r =
   ``quasi_static_inertia_ratio`` (default 0.1, the scale the reference
@@ -33,7 +36,10 @@ where beta are contact *impulses* [N s] along the friction-cone extreme rays.
   the pyramid costs nothing to first order, so an object with almost no
   inertia has nearly flat directions.  Measured on the finger-pushes-box
   scene (h = 0.1 s): r = 1e-3 and 1e-2 grow a spurious yaw by about 30x per
-  step from round-off, r = 0.1 keeps it at zero for h from 5 ms to 0.1 s.
+  step from round-off; r = 0.1 keeps it near 1e-7 degrees over 3 s of pushing
+  at h = 0.1 s, but a push through the centre at h <= 0.02 s still turns the
+  box in quasi-static mode (docs/robustness.md: about 1.36x per step, 35 to
+  68 degrees after 3 s), where quasi-dynamic mode holds it.
 
 The slides print b with a plus sign; the KKT derivation above gives the minus.
 Contact impulses come from the duals: on B by A, sum_j beta_ij (n_i + mu_i d_ij),
@@ -44,13 +50,16 @@ nor ROS.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable
 
 import numba
 import numpy as np
 
 from quasistatic_drake.contact import ContactSet
-from quasistatic_drake.formulations.qp_backends import BACKENDS, DEFAULT_BACKEND
+from quasistatic_drake.formulations.base import (Formulation, lead_bounded, ModelFacts,
+                                                 spring_reference, StepProblem, StepSolution)
+from quasistatic_drake.formulations.qp_backends import QpSolverResult, solve_daqp
+from quasistatic_drake.formulations.settings import NoSettings
 
 
 @dataclass(frozen=True)
@@ -62,19 +71,54 @@ class QpCost:
 
 
 @dataclass(frozen=True)
-class QpStepSolution:
-    """The solved step: v' (None on failure), contact impulses on B by A, status."""
+class QpSolution(StepSolution):
+    """The solved step QP: v' (None on failure), the contact impulses on B by A, status."""
 
-    v: Optional[np.ndarray]
-    impulses_W: np.ndarray      # (n_c, 3) [N s]
-    status: str
-    solve_time: float
-    constraint_rows: int
-    recovery_dropped: bool = False   # set by the caller when phi was scaled down
-    recovery_fraction: float = 1.0   # the fraction of each penetration worked off
-    tight_big_m: tuple[str, ...] = ()  # MIQP: big-M rows tight at the solution
-    rotation_limited: bool = False   # set by the caller when the objects' turn was bounded
-    mip_start: Optional[np.ndarray] = None   # MIQP: the solution's binaries, a next MIP start
+    constraint_rows: int = 0    # Anitescu's rows, one per friction-cone extreme ray
+
+
+QpSolver = Callable[..., QpSolverResult]   # (H, f, A, lower, x_lower, x_upper), qp_backends
+
+
+class QpFormulation(Formulation):
+    """
+    The step QP as a formulation plug-in (module docstring; ``formulation: qp``).
+
+    Objects: M_u in quasi-dynamic mode, eps M_u in quasi-static mode
+    (:func:`quasi_static_inertia_scale`, at the initial configuration).  The
+    reference it hands on is the spring reference qbar_a + h v_cmd, kept
+    within each joint's ``max_reference_lead`` (``base.lead_bounded``).
+    ``solver`` is the dense QP solver (DAQP, chosen by
+    ``benchmarks/qp_solvers.py``); a benchmark may wrap it to record the QPs.
+    """
+
+    name = "qp"
+    settings_type = NoSettings
+
+    def __init__(self, facts: ModelFacts, settings: NoSettings):
+        """Fix the objects' inertia scale for the scenario's mode."""
+        super().__init__(facts, settings)
+        self.inertia_scale = 1.0 if facts.quasi_dynamic else quasi_static_inertia_scale(
+            facts.h, facts.stiffness, facts.object_mass_default,
+            facts.quasi_static_inertia_ratio)
+        self.solver: QpSolver = solve_daqp
+
+    def solve(self, problem: StepProblem, contacts: ContactSet,
+              warm_start=None) -> QpSolution:
+        """Assemble Q and b for robots as springs and solve the step QP."""
+        facts = self.facts
+        M_u = problem.M_u if facts.quasi_dynamic else self.inertia_scale * problem.M_u
+        cost = qp_cost(facts.n_v, facts.h, facts.robot_v_idx, facts.stiffness, problem.q_a,
+                       spring_reference(problem, facts.h), facts.object_v_idx, M_u,
+                       problem.tau_u)
+        return solve_qp_step(cost, contacts, facts.h, problem.v_lower, problem.v_upper,
+                             self.solver)
+
+    def next_reference(self, problem: StepProblem, q_a_next: np.ndarray,
+                       solution: StepSolution) -> tuple[np.ndarray, bool]:
+        """Return the spring reference qbar_a + h v_cmd, within max_reference_lead of q_a'."""
+        return lead_bounded(spring_reference(problem, self.facts.h), q_a_next,
+                            self.facts.max_lead)
 
 
 def qp_cost(n_v: int, h: float, robot_v_idx: np.ndarray, stiffness: np.ndarray,
@@ -122,23 +166,6 @@ def quasi_static_inertia_scale(h: float, stiffness: np.ndarray, M_u: np.ndarray,
 NOMINAL_STIFFNESS = 1000.0   # [N/m] the quasi-static inertia scale's K when there is no robot
 
 
-@numba.njit(cache=True)
-def joint_limit_velocity_bounds(n_v, h, q, q_idx, v_idx, q_lower, q_upper):
-    """
-    Return bounds on v' that keep joints q[q_idx] within [q_lower, q_upper] after the step.
-
-    A joint already beyond a limit may stay where it is (the bound is 0, not
-    a push back).  Unlimited velocities get -inf and +inf.
-    """
-    v_lower = np.full(n_v, -np.inf)
-    v_upper = np.full(n_v, np.inf)
-    for k in range(q_idx.shape[0]):
-        q_j = q[q_idx[k]]
-        v_lower[v_idx[k]] = (min(q_lower[k], q_j) - q_j) / h
-        v_upper[v_idx[k]] = (max(q_upper[k], q_j) - q_j) / h
-    return v_lower, v_upper
-
-
 def friction_cone_rows(contacts: ContactSet) -> tuple[np.ndarray, np.ndarray]:
     """
     Return the rows J_n,i + mu_i J_f,ij of Anitescu's constraints and each row's (i, j).
@@ -172,16 +199,16 @@ def _cone_rows(J_n, J_f, mu, n_d):
 
 def solve_qp_step(cost: QpCost, contacts: ContactSet, h: float,
                   v_lower: np.ndarray, v_upper: np.ndarray,
-                  backend: str = DEFAULT_BACKEND) -> QpStepSolution:
+                  solver: QpSolver = solve_daqp) -> QpSolution:
     """Solve the step QP; v_lower <= v' <= v_upper carries joint limits."""
     A, index = friction_cone_rows(contacts)
     lower = -contacts.phi[index[:, 0]] / h if len(index) else np.zeros(0)
-    result = BACKENDS[backend](cost.Q, cost.b, A, lower, v_lower, v_upper)
+    result = solver(cost.Q, cost.b, A, lower, v_lower, v_upper)
     if not result.ok:
-        return QpStepSolution(None, np.zeros((contacts.n_c, 3)), result.status,
-                              result.solve_time, len(lower))
+        return QpSolution(None, np.zeros((contacts.n_c, 3)), result.status,
+                          result.solve_time, len(lower))
     impulses = contact_impulses(contacts, index, np.maximum(result.duals, 0.0))
-    return QpStepSolution(result.x, impulses, "optimal", result.solve_time, len(lower))
+    return QpSolution(result.x, impulses, "optimal", result.solve_time, len(lower))
 
 
 def contact_impulses(contacts: ContactSet, index: np.ndarray, beta: np.ndarray) -> np.ndarray:

@@ -25,6 +25,8 @@ from pydrake.math import RigidTransform
 from pydrake.systems.analysis import Simulator
 from pydrake.systems.framework import DiagramBuilder
 
+from quasistatic_drake.contact_visualizer import (ContactForceVisualizer,
+                                                  ContactForceVisualizerParams)
 from quasistatic_drake.quasistatic_plant import QuasistaticPlant, StepOutcome
 from quasistatic_drake.ros.frames import joint_layout, JointLayout
 from quasistatic_drake.scenario import Scenario
@@ -43,7 +45,7 @@ class SimSession:
     """A QuasistaticPlant Diagram and its Simulator, stepped on demand."""
 
     def __init__(self, scenario: Scenario, meshcat: Optional[Meshcat] = None):
-        """Build the Diagram; with ``meshcat``, add a MeshcatVisualizer."""
+        """Build the Diagram; with ``meshcat``, draw the scene and the contact forces in it."""
         builder = DiagramBuilder()
         self.plant = builder.AddSystem(QuasistaticPlant(scenario))
         self.plant.set_name("quasistatic_plant")
@@ -52,6 +54,9 @@ class SimSession:
             MeshcatVisualizer.AddToBuilder(
                 builder, self.plant.get_query_object_output_port(), meshcat,
                 MeshcatVisualizerParams(publish_period=scenario.time_step))
+            ContactForceVisualizer.AddToBuilder(
+                builder, self.plant.get_contact_results_output_port(), meshcat,
+                ContactForceVisualizerParams(publish_period=scenario.time_step))
         self.diagram = builder.Build()
         self.simulator = Simulator(self.diagram)
         self.context = self.simulator.get_mutable_context()
