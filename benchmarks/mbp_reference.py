@@ -51,7 +51,8 @@ from pydrake.systems.framework import DiagramBuilder
 from pydrake.systems.primitives import LogVectorOutput, TrajectorySource
 from pydrake.trajectories import PiecewisePolynomial
 
-from quasistatic_drake.model import add_scenario_models, QuasistaticModel
+from quasistatic_drake.loading import add_scenario_models
+from quasistatic_drake.model import QuasistaticModel
 from quasistatic_drake.scenario import Scenario
 
 from trajectory_metrics import JointReference, PoseTrajectory

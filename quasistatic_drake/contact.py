@@ -80,6 +80,28 @@ def tangent_directions(normals: np.ndarray, n_d: int) -> np.ndarray:
     return out
 
 
+@numba.njit(cache=True)
+def planar_tangents(normals: np.ndarray, plane_normal: np.ndarray) -> np.ndarray:
+    """
+    Return the two tangents +t, -t of each normal that lie in a plane of motion (k, 2, 3).
+
+    For objects that move in the plane whose normal is p, friction acts along
+    t = n x p / |n x p|, the one tangent direction in that plane.  A normal
+    along p (no component in the plane) gets the tangents of
+    :func:`tangent_directions` instead.
+    """
+    out = tangent_directions(normals, 2)
+    px, py, pz = plane_normal[0], plane_normal[1], plane_normal[2]
+    for i in range(normals.shape[0]):
+        nx, ny, nz = normals[i, 0], normals[i, 1], normals[i, 2]
+        t = np.array([ny * pz - nz * py, nz * px - nx * pz, nx * py - ny * px])
+        size = math.sqrt(t @ t)
+        if size > 1e-9:
+            out[i, 0] = t / size
+            out[i, 1] = -t / size
+    return out
+
+
 def combine_friction(mu_a: float, mu_b: float) -> float:
     """Drake's rule for two surfaces' friction: 2 mu_a mu_b / (mu_a + mu_b)."""
     total = mu_a + mu_b

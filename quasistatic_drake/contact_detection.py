@@ -23,7 +23,8 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from quasistatic_drake.contact import ContactSet, combine_friction, tangent_directions
+from quasistatic_drake.contact import (combine_friction, ContactSet, planar_tangents,
+                                       tangent_directions)
 from quasistatic_drake.manifold import (box_box_pairs, contact_jacobians, pair_manifolds,
                                         point_signed_distance)
 from quasistatic_drake.model import QuasistaticModel
@@ -207,7 +208,9 @@ class ContactDetector:
             R, o, layout.slot_A, layout.slot_B, -nhat_BA, has, phi_c, on_a, on_b,
             *layout.blocks, tolerance)
         J_w, J_v, origins = self.model.body_jacobians()
-        tangents = tangent_directions(normal, self.n_d)
+        plane = self.model.motion_plane_normal
+        tangents = (tangent_directions(normal, self.n_d) if plane is None
+                    else planar_tangents(normal, plane))
         J_n, J_f = contact_jacobians(p_A, p_B, normal, tangents, layout.body_A[pair],
                                      layout.body_B[pair], J_w, J_v, origins)
         return ContactSet(

@@ -23,15 +23,15 @@ from typing import Optional
 import numpy as np
 from pydrake.geometry import (Box, Capsule, CollisionFilterDeclaration, Convex, Cylinder,
                               GeometrySet, HalfSpace, Mesh, SceneGraph, Sphere)
-from pydrake.math import RigidTransform, RollPitchYaw
-from pydrake.multibody.parsing import Parser
 from pydrake.multibody.plant import AddMultibodyPlantSceneGraph, MultibodyPlant
-from pydrake.multibody.tree import BodyIndex, JacobianWrtVariable, ModelInstanceIndex
+from pydrake.multibody.tree import BodyIndex, JacobianWrtVariable, JointIndex, ModelInstanceIndex
 from pydrake.systems.framework import DiagramBuilder
 
-from quasistatic_drake.model_files import collision_friction_flags, urdf_floating_joints
-from quasistatic_drake.paths import PACKAGE_NAME, package_share_dir
-from quasistatic_drake.scenario import Pose, Scenario, ScenarioError
+from quasistatic_drake.loading import (load_scenario_models, pose_to_rigid_transform,
+                                       root_bodies)
+from quasistatic_drake.coupling import Follower
+from quasistatic_drake.model_files import collision_friction_flags, mimic_joints
+from quasistatic_drake.scenario import Scenario, ScenarioError
 from quasistatic_drake.shapes import (BOX, CAPSULE, convex_spec, CYLINDER, HALFSPACE, OTHER,
                                       SPHERE, ShapeSpec)
 
@@ -47,6 +47,7 @@ class RobotInfo:
     v_idx: np.ndarray
     stiffness: np.ndarray
     max_lead: np.ndarray        # per joint: the reference's largest lead [m or rad]
+    followers: tuple[Follower, ...] = ()   # coupled joints (URDF <mimic>): not commanded
 
 
 # The reference's largest lead over a joint when the scenario gives none
@@ -91,11 +92,6 @@ class BoxPairs:
     static_o: np.ndarray
 
 
-def pose_to_rigid_transform(pose: Pose) -> RigidTransform:
-    """Convert a scenario Pose (xyz, rpy) to a Drake RigidTransform."""
-    return RigidTransform(RollPitchYaw(pose.rpy), pose.xyz)
-
-
 def shape_spec(shape) -> ShapeSpec:
     """
     Describe a Drake shape for the distance fields in shapes.py.
@@ -132,17 +128,22 @@ class QuasistaticModel:
         self.plant: MultibodyPlant
         self.scene_graph: SceneGraph
         self.plant, self.scene_graph = AddMultibodyPlantSceneGraph(builder, 0.0)
-        instances = add_scenario_models(self.plant, scenario)
+        loaded = load_scenario_models(self.plant, scenario)
+        instances = loaded.instances
+        self.files = loaded.files          # model name -> the file it was loaded from
+        self.package_map = loaded.package_map
         self._set_object_poses(instances)
-        self.plant.Finalize()
+        self._finalize()
         self.diagram = builder.Build()
         self.context = self.diagram.CreateDefaultContext()
         self.plant_context = self.plant.GetMyMutableContextFromRoot(self.context)
         self.robots = tuple(self._robot_info(s, instances[s.name]) for s in scenario.robots)
         self.objects = tuple(self._object_info(s, instances[s.name]) for s in scenario.objects)
         self._check_environment(instances)
+        self._check_constraints()
         self._check_objects_can_be_touched()
         self._set_initial_positions(instances)
+        self._check_joint_limits()
         self._check_object_inertia()
         self.geometries = self._geometry_infos(instances)
         self.candidate_pairs = self._candidate_pairs()
@@ -153,6 +154,8 @@ class QuasistaticModel:
         self._moving_frames = [body.body_frame() for body, _ in self.moving_bodies]
         self._jacobians = None
         self.quaternion_starts = self._quaternion_starts()
+        # friction_directions: 2 only: the normal of the plane the objects move in
+        self.motion_plane_normal = self._motion_plane_normal()
         self.q_default = self.plant.GetPositions(self.plant_context).copy()
         self._q_set: Optional[bytes] = None   # q.tobytes() of the set q
 
@@ -166,6 +169,10 @@ class QuasistaticModel:
     def n_v(self) -> int:
         """Return the number of generalized velocities."""
         return self.plant.num_velocities()
+
+    def file_of(self, name: str) -> str:
+        """Return the file a model was loaded from (for messages)."""
+        return self.files.get(name, "<directives>")
 
     def robot(self, name: str) -> RobotInfo:
         """Return a robot by name, or raise KeyError listing the robots."""
@@ -226,7 +233,9 @@ class QuasistaticModel:
                       key=lambda j: j.velocity_start())
 
     def _robot_info(self, spec, instance) -> RobotInfo:
-        joints = self._dof_joints(instance)
+        followers = self._followers(spec, instance)
+        following = {f.joint_name for f in followers}
+        joints = [j for j in self._dof_joints(instance) if j.name() not in following]
         bad = [f"{j.name()} ({j.type_name()})" for j in joints
                if j.num_positions() != 1 or j.num_velocities() != 1]
         if bad:
@@ -248,7 +257,42 @@ class QuasistaticModel:
             q_idx=np.array([j.position_start() for j in joints], dtype=int),
             v_idx=np.array([j.velocity_start() for j in joints], dtype=int),
             stiffness=np.asarray(spec.stiffness, dtype=float),
-            max_lead=self._max_lead(spec, joints))
+            max_lead=self._max_lead(spec, joints), followers=followers)
+
+    def _followers(self, spec, instance) -> tuple[Follower, ...]:
+        """Return the robot's coupled joints, read from its file (Drake's coupler constraints)."""
+        out = []
+        for follower, leader, ratio, offset in mimic_joints(self.files.get(spec.name, "")):
+            try:
+                f = self.plant.GetJointByName(follower, instance)
+                l_ = self.plant.GetJointByName(leader, instance)
+            except RuntimeError:
+                raise ScenarioError(
+                    f"{spec.where}: joint '{follower}' mimics '{leader}', which is not a joint "
+                    f"of '{spec.name}'. Fix: couple joints of one model only.") from None
+            out.append(Follower(follower, f.position_start(), f.velocity_start(), leader,
+                                l_.position_start(), l_.velocity_start(), ratio, offset))
+        if any(f.leader_name in {g.joint_name for g in out} for f in out):
+            raise ScenarioError(f"{spec.where}: a mimic joint follows another mimic joint. "
+                                "Fix: let every mimic joint follow a driven joint.")
+        return tuple(out)
+
+    def _check_constraints(self) -> None:
+        """Refuse a constraint the engine does not honour (only robots' couplers are)."""
+        honoured = sum(len(r.followers) for r in self.robots)
+        for name, path in self.files.items():
+            if mimic_joints(path) and name not in {r.name for r in self.robots}:
+                spec = self._entry(name)
+                raise ScenarioError(f"{spec.where}: '{path}' couples joints (<mimic>), which "
+                                    "the engine honours only in robots. Fix: remove the "
+                                    "mimic, or drive the model as a robot.")
+        extra = self.plant.num_constraints() - honoured
+        if extra:
+            raise ScenarioError(
+                f"{self.scenario.source}: the models add {extra} constraint(s) the engine "
+                "does not honour (a ball, distance or weld constraint, or a coupler it "
+                "cannot read). Fix: remove them from the model files; only joint couplers "
+                "(<mimic>) of robots are honoured.")
 
     @staticmethod
     def _max_lead(spec, joints) -> np.ndarray:
@@ -275,18 +319,118 @@ class QuasistaticModel:
         v_idx = np.concatenate([np.arange(j.velocity_start(),
                                           j.velocity_start() + j.num_velocities())
                                 for j in joints])
-        base = self._root_bodies_after_finalize(instance)
         return ObjectInfo(name=spec.name, instance=instance, q_idx=q_idx, v_idx=v_idx,
-                          base_body=base)
+                          base_body=self._reported_body(spec, instance))
 
-    def _root_bodies_after_finalize(self, instance) -> str:
+    def _reported_body(self, spec, instance) -> str:
+        """
+        Return the body whose pose stands for the object: ``body:``, else the heaviest.
+
+        A jointed object may hang its physical body from massless links (qsim's
+        planar objects: x, y and yaw "ghost" links at the origin); the body
+        that carries the mass is the object.  Ties go to the first body.
+        """
         bodies = [self.plant.get_body(b) for b in self.plant.GetBodyIndices(instance)]
-        for body in bodies:
-            joint_parent = [self.plant.get_joint(j) for j in self.plant.GetJointIndices(instance)
-                            if self.plant.get_joint(j).child_body().index() == body.index()]
-            if not joint_parent or joint_parent[0].parent_body().index() == 0:
-                return body.name()
-        return bodies[0].name()
+        if spec.body is not None:
+            names = [b.name() for b in bodies]
+            if spec.body not in names:
+                raise ScenarioError(f"{spec.where}.body: object '{spec.name}' has no body "
+                                    f"{spec.body!r}; its bodies are {names}.")
+            return spec.body
+        masses = [b.default_mass() for b in bodies]
+        return bodies[int(np.argmax(masses))].name()
+
+    def _finalize(self) -> None:
+        """Finalize the plant; a refusal by Drake (two parents of a body) is a ScenarioError."""
+        try:
+            self.plant.Finalize()
+        except Exception as err:  # Drake raises RuntimeError with its own text
+            raise ScenarioError(f"{self.scenario.source}: Drake could not finalize the models: "
+                                f"{err} Fix: check the welds in the directives and the files "
+                                "(each body has one parent).") from None
+
+    def _check_joint_limits(self) -> None:
+        """Refuse an initial position outside its joint's limits (the joint would stay there)."""
+        q = self.plant.GetPositions(self.plant_context)
+        lower, upper = self.plant.GetPositionLowerLimits(), self.plant.GetPositionUpperLimits()
+        entries = {**{r.instance: (r, s) for r, s in zip(self.robots, self.scenario.robots)},
+                   **{o.instance: (o, s) for o, s in zip(self.objects, self.scenario.objects)}}
+        for j in range(self.plant.num_joints()):
+            joint = self.plant.get_joint(JointIndex(j))
+            if joint.num_positions() != 1 or joint.model_instance() not in entries:
+                continue
+            k = joint.position_start()
+            if lower[k] - _LIMIT_SLACK <= q[k] <= upper[k] + _LIMIT_SLACK:
+                continue
+            info, spec = entries[joint.model_instance()]
+            given = ("initial_positions" if spec.initial_positions is not None
+                     else "its default position in the file")
+            raise ScenarioError(
+                f"{spec.where}: joint '{joint.name()}' starts at {q[k]:.6g}, outside its limits "
+                f"[{lower[k]:.6g}, {upper[k]:.6g}] ({given}); the engine would hold it there. "
+                "Fix: give an initial position within the limits (initial_positions), or "
+                "widen the limits in the file.")
+
+    def _motion_plane_normal(self) -> Optional[np.ndarray]:
+        """
+        Return the normal of the one plane every object moves in (friction_directions: 2).
+
+        Two friction directions are a balanced set only in a plane of motion:
+        each contact's tangents are then +-(n x p) for the plane normal p
+        (contact.planar_tangents).  An object moves in a plane when its
+        joints are a planar joint, or prismatic joints along the plane and
+        revolute joints about its normal.  Scenarios without objects take
+        the robots' joints.  None for other friction_directions.
+        """
+        if self.scenario.friction_directions != 2:
+            return None
+        movers = list(zip(self.objects, self.scenario.objects)) or list(
+            zip(self.robots, self.scenario.robots))
+        normal = None
+        for info, spec in movers:
+            p = self._plane_of(info.instance)
+            if p is None:
+                raise ScenarioError(
+                    f"{self.scenario.source}: friction_directions: 2 is a balanced set only "
+                    f"for motion in a plane, but '{spec.name}' does not move in one plane (a "
+                    "free body, or joints that leave it). Fix: friction_directions: 4 (or "
+                    "more), or give it a planar joint (or prismatic joints in a plane and "
+                    "revolute joints about its normal).")
+            if normal is not None and abs(normal @ p) < 1.0 - 1e-9:
+                raise ScenarioError(
+                    f"{self.scenario.source}: friction_directions: 2 needs one plane of "
+                    f"motion, but '{spec.name}' moves in the plane with normal "
+                    f"{np.round(p, 6).tolist()} and others in the plane with normal "
+                    f"{np.round(normal, 6).tolist()}. Fix: friction_directions: 4 (or more).")
+            normal = p
+        return normal
+
+    def _plane_of(self, instance) -> Optional[np.ndarray]:
+        """Return the unit normal of the plane a model's joints move it in, or None."""
+        sliding, turning = [], []
+        for joint in self._dof_joints(instance):
+            R_WF = joint.frame_on_parent().CalcPoseInWorld(self.plant_context).rotation()
+            kind = joint.type_name()
+            if kind == "planar":
+                turning.append(R_WF.col(2))
+            elif kind == "prismatic":
+                sliding.append(R_WF @ joint.translation_axis())
+            elif kind == "revolute":
+                turning.append(R_WF @ joint.revolute_axis())
+            else:
+                return None
+        if turning:
+            normal = turning[0] / np.linalg.norm(turning[0])
+        else:
+            axes = np.array(sliding).reshape(-1, 3)
+            if np.linalg.matrix_rank(axes, tol=1e-9) != 2:
+                return None
+            _, _, vt = np.linalg.svd(axes)
+            normal = vt[-1]
+        if any(abs(normal @ t) < 1.0 - 1e-9 for t in turning) or any(
+                abs(normal @ a) > 1e-9 * np.linalg.norm(a) for a in sliding):
+            return None
+        return normal
 
     def _check_environment(self, instances) -> None:
         for spec in self.scenario.environment:
@@ -307,7 +451,8 @@ class QuasistaticModel:
                 if not any(self.plant.GetCollisionGeometriesForBody(b) for b in bodies):
                     raise ScenarioError(
                         f"{spec.where}: object '{spec.name}' has no collision geometry on "
-                        f"link(s) {[b.name() for b in bodies]} of '{spec.file}', so nothing "
+                        f"link(s) {[b.name() for b in bodies]} of "
+                        f"'{self.file_of(spec.name)}', so nothing "
                         "can touch it and it would fall forever. Fix: add a <collision> "
                         "element to the link, or list the model under environment if it is "
                         "only a visual.")
@@ -344,7 +489,8 @@ class QuasistaticModel:
                        "its links' masses and inertias leave a motion without inertia")
             raise ScenarioError(
                 f"{spec.where}: object '{spec.name}' has a singular mass matrix: {culprit} "
-                f"in '{spec.file}'. Fix: give every link of the object a positive mass and "
+                f"in '{self.file_of(spec.name)}'. Fix: give every link of the object a "
+                "positive mass and "
                 "a positive definite rotational inertia (<inertial> in URDF and SDFormat).")
 
     def _links_without_inertia(self, instance) -> list[str]:
@@ -364,6 +510,8 @@ class QuasistaticModel:
         for robot, spec in zip(self.robots, self.scenario.robots):
             if spec.initial_positions is not None:
                 q[robot.q_idx] = self._checked_initial(spec, robot.q_idx.size)
+            for f in robot.followers:
+                q[f.q_idx] = f.ratio * q[f.leader_q_idx] + f.offset
         for obj, spec in zip(self.objects, self.scenario.objects):
             if spec.initial_positions is not None:
                 q[obj.q_idx] = self._checked_initial(spec, obj.q_idx.size)
@@ -381,16 +529,13 @@ class QuasistaticModel:
         inspector = self.scene_graph.model_inspector()
         welded = {b.index() for b in self.plant.GetBodiesWeldedTo(self.plant.world_body())}
         welded.add(self.plant.world_body().index())
-        files = {spec.name: spec.file for spec in (*self.scenario.robots,
-                                                   *self.scenario.objects,
-                                                   *self.scenario.environment)}
         infos = {}
         for name, instance in instances.items():
-            flags = collision_friction_flags(files[name]) if "://" not in files[name] else {}
+            flags = self._friction_flags(name)
             for b in self.plant.GetBodyIndices(instance):
                 body = self.plant.get_body(b)
                 gids = self.plant.GetCollisionGeometriesForBody(body)
-                has_mu = flags.get(body.name(), [True] * len(gids))
+                has_mu = flags.get(body.name(), [])
                 for k, gid in enumerate(gids):
                     infos[gid] = GeometryInfo(
                         index=len(infos), body_index=int(b), body_name=f"{name}::{body.name()}",
@@ -459,13 +604,28 @@ class QuasistaticModel:
                         static_R=np.ascontiguousarray(poses[:, :, :3]),
                         static_o=np.ascontiguousarray(poses[:, :, 3]))
 
-    def _friction(self, inspector, gid, file_sets_it: bool) -> float:
-        if not file_sets_it:
-            return self.scenario.default_friction
+    def _friction_flags(self, name: str) -> dict:
+        """Return which collision elements of a model's file (and its includes) set friction."""
+        if name not in self.files:
+            return {}
+        return collision_friction_flags(self.files[name], self.package_map.ResolveUrl)
+
+    def _friction(self, inspector, gid, file_sets_one: bool) -> float:
+        """
+        Return a geometry's Coulomb friction: the file's, else the scenario's default_friction.
+
+        Drake's parsers give a geometry whose file sets no friction exactly
+        mu = 1.0 (static and dynamic).  Any other value came from the file.
+        A 1.0 came from the file only where the file states it
+        (``model_files.collision_friction_flags``, which follows includes).
+        """
         props = inspector.GetProximityProperties(gid)
         if props is None or not props.HasProperty("material", "coulomb_friction"):
             return self.scenario.default_friction
-        return props.GetProperty("material", "coulomb_friction").dynamic_friction()
+        friction = props.GetProperty("material", "coulomb_friction")
+        if (friction.static_friction(), friction.dynamic_friction()) != _DRAKE_DEFAULT_FRICTION:
+            return friction.dynamic_friction()
+        return friction.dynamic_friction() if file_sets_one else self.scenario.default_friction
 
     def _check_halfspaces(self, infos: dict) -> None:
         """Refuse a HalfSpace when any other shape than a Sphere is in the scene."""
@@ -474,7 +634,8 @@ class QuasistaticModel:
             body = next(i.body_name for i in infos.values() if i.shape.kind == HALFSPACE)
             spec = self._entry(body.split("::")[0])
             raise ScenarioError(
-                f"{spec.where}: '{body}' in '{spec.file}' has a HalfSpace collision geometry "
+                f"{spec.where}: '{body}' in '{self.file_of(spec.name)}' has a HalfSpace "
+                "collision geometry "
                 "(an SDFormat <plane>), but Drake's signed-distance query pairs a HalfSpace "
                 "only with a Sphere, and this scenario has other shapes. Fix: model the "
                 "ground or table as a large box.")
@@ -493,97 +654,9 @@ class QuasistaticModel:
 
 
 _ORIGIN = np.zeros(3)
-
-
-# ----- loading a scenario's models into a plant (also used by benchmarks/mbp_reference.py) ----
-def add_scenario_models(plant: MultibodyPlant, scenario: Scenario,
-                        robot_only: Optional[str] = None) -> dict:
-    """
-    Add the scenario's models to an unfinalized ``plant``; return {name: ModelInstanceIndex}.
-
-    Gravity is the scenario's.  Robots, then objects, then the environment are
-    added in scenario order (so q is ordered alike in every plant built this
-    way); robots are welded at ``pose`` (the world origin when not set) and
-    the environment at its ``pose``.  With ``robot_only``, only that robot.
-    A URDF floating joint in a robot or the environment is refused, because
-    Drake's parser drops it and the model would be welded.  Raises
-    ScenarioError naming the entry and the fix.
-    """
-    plant.mutable_gravity_field().set_gravity_vector(scenario.gravity)
-    parser = Parser(plant)
-    parser.package_map().Add(PACKAGE_NAME, str(package_share_dir()))
-    instances = {}
-    for spec in scenario.robots:
-        if robot_only is None or spec.name == robot_only:
-            instances[spec.name] = _add_model(parser, spec.name, spec.file, spec.where)
-            _refuse_floating_joints(parser, spec, _ROBOT_FLOATING)
-            _weld_roots(plant, instances[spec.name], spec.pose or Pose(), spec.where)
-    if robot_only is not None:
-        return instances
-    for spec in scenario.objects:
-        instances[spec.name] = _add_model(parser, spec.name, spec.file, spec.where)
-    for spec in scenario.environment:
-        instances[spec.name] = _add_model(parser, spec.name, spec.file, spec.where)
-        _refuse_floating_joints(parser, spec, _ENVIRONMENT_FLOATING)
-        _weld_roots(plant, instances[spec.name], spec.pose, spec.where)
-    return instances
-
-
-def root_bodies(plant: MultibodyPlant, instance) -> list:
-    """Return the bodies of ``instance`` that are no joint's child (before Finalize)."""
-    children = {plant.get_joint(j).child_body().index() for j in plant.GetJointIndices(instance)}
-    return [plant.get_body(b) for b in plant.GetBodyIndices(instance) if b not in children]
-
-
-def _add_model(parser: Parser, name: str, file: str, where: str):
-    try:
-        if "://" in file:
-            models = parser.AddModels(url=file)
-        else:
-            models = parser.AddModels(file_name=file)
-    except Exception as err:  # Drake raises RuntimeError with its own text
-        raise ScenarioError(f"{where}: Drake could not parse '{file}': {err}") from err
-    if len(models) != 1:
-        raise ScenarioError(f"{where}: '{file}' defines {len(models)} models; "
-                            "each scenario entry must load exactly one.")
-    parser.plant().RenameModelInstance(models[0], name)
-    return models[0]
-
-
-_ROBOT_FLOATING = (
-    "robots are welded at their 'pose' and driven through revolute and prismatic joints: a "
-    "floating base cannot be commanded. Fix: remove the floating joint and set 'pose' to "
-    "place the base, or list the model under objects if it should move freely.")
-_ENVIRONMENT_FLOATING = (
-    "the environment is welded at its 'pose'. Fix: remove the floating joint, or list the "
-    "model under objects if it should move freely.")
-
-
-def _refuse_floating_joints(parser: Parser, spec, why: str) -> None:
-    """Raise ScenarioError if the entry's URDF has a floating joint (Drake drops those)."""
-    file = parser.package_map().ResolveUrl(spec.file) if "://" in spec.file else spec.file
-    names = urdf_floating_joints(file)
-    if names:
-        raise ScenarioError(f"{spec.where}: joint(s) {names} in '{spec.file}' are of type "
-                            "floating, which Drake's URDF parser turns into a free body, but "
-                            f"{why}")
-
-
-def _weld_roots(plant: MultibodyPlant, instance, pose: Pose, where: str) -> None:
-    """Weld the model's root link to the world at ``pose`` (none if already attached)."""
-    roots = root_bodies(plant, instance)
-    if len(roots) > 1:
-        raise ScenarioError(f"{where}: the model has {len(roots)} unconnected root "
-                            f"links {[b.name() for b in roots]}; it must have one. Fix: "
-                            "connect them with joints (type fixed to weld them) in the "
-                            "file, or split them into separate entries.")
-    for body in roots:
-        plant.WeldFrames(plant.world_frame(), body.body_frame(), pose_to_rigid_transform(pose))
-    if not roots and pose_is_set(pose):
-        raise ScenarioError(f"{where}: the model is already attached to the world (a "
-                            "joint to 'world', or <static>true</static> in SDFormat), "
-                            "so 'pose' cannot place it. Fix: remove 'pose', or remove "
-                            "the world joint or <static> from the file.")
+_LIMIT_SLACK = 1e-9       # [m or rad] an initial position this far beyond a limit is on it
+# What Drake's parsers give a collision geometry whose file sets no friction (static, dynamic).
+_DRAKE_DEFAULT_FRICTION = (1.0, 1.0)
 
 
 def _by_name(items, name: str, kind: str):
@@ -592,8 +665,3 @@ def _by_name(items, name: str, kind: str):
             return item
     raise KeyError(f"unknown {kind} {name!r}. {kind.capitalize()}s in this scenario: "
                    f"{[i.name for i in items]}.")
-
-
-def pose_is_set(pose: Pose) -> bool:
-    """Return whether a pose differs from the identity."""
-    return bool(np.any(pose.xyz != 0.0) or np.any(pose.rpy != 0.0))

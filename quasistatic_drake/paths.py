@@ -1,5 +1,5 @@
 """
-Where this package's data (urdf/, config/) lives, and model-file resolution.
+Where this package's data (urdf/, config/) lives, and model-file and package resolution.
 
 In a source checkout or an editable install, the data is read from the
 checkout itself (the directory holding package.xml next to this module), so
@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Mapping, Optional
 
 PACKAGE_NAME = "quasistatic_drake"
 PACKAGE_URI_PREFIX = f"package://{PACKAGE_NAME}/"
@@ -33,24 +34,31 @@ def package_share_dir() -> Path:
             "'pip install -e .' from a checkout, or with colcon.") from err
 
 
-def resolve_model_file(file: str, base_dir: str | os.PathLike) -> str:
+def resolve_model_file(file: str, base_dir: str | os.PathLike,
+                       packages: Optional[Mapping[str, str]] = None) -> str:
     """
-    Resolve a scenario's ``file`` entry to something Drake's Parser can load.
+    Resolve a model file entry to something Drake's Parser can load.
 
-    ``package://quasistatic_drake/...`` becomes an absolute path in this package;
-    other ``package://`` URIs are left for Drake's package map (ROS_PACKAGE_PATH);
-    plain paths are taken relative to ``base_dir`` (the YAML file's directory).
-    Raises FileNotFoundError with the resolved path when a file is missing.
+    ``package://quasistatic_drake/...`` and ``package://<name>/...`` of the
+    scenario's ``packages`` become absolute paths; other ``package://`` URIs
+    are left for Drake's package map (ROS_PACKAGE_PATH); plain paths are taken
+    relative to ``base_dir``.  Raises FileNotFoundError with the resolved path
+    when a file is missing.
     """
-    if file.startswith(PACKAGE_URI_PREFIX):
-        path = package_share_dir() / file[len(PACKAGE_URI_PREFIX):]
-    elif "://" in file:
-        return file
+    roots = {PACKAGE_NAME: str(package_share_dir()), **(packages or {})}
+    if file.startswith("file://"):
+        path = Path(file[len("file://"):])
+    elif file.startswith("package://"):
+        name, _, rest = file[len("package://"):].partition("/")
+        if name not in roots:
+            return file
+        path = Path(roots[name]) / rest
     else:
         path = Path(base_dir) / os.path.expanduser(file)
     path = path.resolve()
     if not path.is_file():
         raise FileNotFoundError(
             f"model file '{file}' not found (looked at {path}). Fix: give a path relative "
-            f"to the scenario file, an absolute path, or {PACKAGE_URI_PREFIX}<path>.")
+            f"to the scenario file, an absolute path, or {PACKAGE_URI_PREFIX}<path> (or "
+            "package://<name>/<path> with <name> under packages:).")
     return str(path)

@@ -116,6 +116,10 @@ class QuasistaticPlant(LeafSystem):
         self._warm_start_index = self.DeclareAbstractState(Value[object](None))
         self._command_ports = {r.name: self.DeclareVectorInputPort(
             f"{r.name}_velocity_command", len(r.joint_names)) for r in model.robots}
+        self._position_ports = {r.name: self.DeclareVectorInputPort(
+            f"{r.name}_position_command", len(r.joint_names)) for r in model.robots}
+        self._force_ports = {o.name: self.DeclareVectorInputPort(
+            f"{o.name}_generalized_force", len(o.v_idx)) for o in model.objects}
         self.DeclarePeriodicUnrestrictedUpdateEvent(self.time_step, 0.0, self._update)
         self._scene_cache = self.DeclareCacheEntry(
             "the engine's MultibodyPlant and SceneGraph context at this Context's q",
@@ -127,6 +131,20 @@ class QuasistaticPlant(LeafSystem):
     def get_velocity_command_input_port(self, robot: str):
         """Return the input port of a robot's joint velocities (robot_joint_names order)."""
         return _named(self._command_ports, robot, "robot")
+
+    def get_position_command_input_port(self, robot: str):
+        """
+        Return the input port of a robot's commanded joint positions (qsim's).
+
+        Connected, it sets the reference the step drives towards directly
+        (``QuasistaticSimulator.velocity_for_positions``); it wins over the
+        velocity port when both are connected.
+        """
+        return _named(self._position_ports, robot, "robot")
+
+    def get_generalized_force_input_port(self, object: str):
+        """Return the input port of generalized forces applied to an object (its velocities)."""
+        return _named(self._force_ports, object, "object")
 
     def get_robot_positions_output_port(self, robot: str):
         """Return the output port of a robot's joint positions."""
@@ -182,10 +200,12 @@ class QuasistaticPlant(LeafSystem):
         q = self.get_positions(context)
         q_ref = self.get_reference(context)
         t = context.get_time()
-        commands = self._read_commands(context, t)
+        commands = self._read_commands(context, t, q, q_ref)
+        forces = self._read_vectors(self._force_ports, context, t, self._object_velocities)
         try:
             result = self.engine.step(q, commands, q_ref=q_ref,
-                                      warm_start=self.get_warm_start(context))
+                                      warm_start=self.get_warm_start(context),
+                                      object_forces=forces)
         except CommandError as err:
             raise CommandError(f"QuasistaticPlant at t = {t:.6g} s: {err} The state was not "
                                "changed.") from None
@@ -197,21 +217,41 @@ class QuasistaticPlant(LeafSystem):
         state.get_mutable_abstract_state(self._outcome_index).set_value(
             self._outcome(result, t, previous.steps + 1))
 
-    def _read_commands(self, context: Context, t: float) -> dict:
-        commands = {}
-        for robot, port in self._command_ports.items():
+    def _read_commands(self, context: Context, t: float, q: np.ndarray,
+                       q_ref: np.ndarray) -> dict:
+        """Return each robot's velocity command; a connected position command wins."""
+        joints = self.engine.robot_joint_names
+        commands = self._read_vectors(self._command_ports, context, t, joints)
+        positions = self._read_vectors(self._position_ports, context, t, joints)
+        if positions:
+            commands.update(self.engine.velocity_for_positions(q, q_ref, positions))
+        return commands
+
+    def _read_vectors(self, ports: dict, context: Context, t: float, labels) -> dict:
+        """Return {name: value} of the connected ports; a non-finite value is refused."""
+        values = {}
+        for name, port in ports.items():
             if not port.HasValue(context):
                 continue
             value = port.Eval(context)
             if not np.all(np.isfinite(value)):
-                names = self.engine.robot_joint_names(robot)
+                names = labels(name)
                 bad = [names[i] for i in np.flatnonzero(~np.isfinite(value))]
                 raise CommandError(
                     f"QuasistaticPlant input port '{port.get_name()}' at t = {t:.6g} s is not "
                     f"finite for joint(s) {bad}: {value.tolist()}. The state was not changed. "
-                    "Fix the command source.")
-            commands[robot] = value
-        return commands
+                    "Fix the source connected to it.")
+            values[name] = value
+        return values
+
+    def _object_velocities(self, name: str) -> list[str]:
+        """Label an object's velocities by its joints (for messages)."""
+        plant, info = self.engine.model.plant, self.engine.model.object(name)
+        labels = []
+        for j in plant.GetJointIndices(info.instance):
+            joint = plant.get_joint(j)
+            labels += [f"{joint.name()}[{k}]" for k in range(joint.num_velocities())]
+        return labels
 
     def _outcome(self, result: StepResult, t: float, steps: int) -> StepOutcome:
         min_phi = result.min_phi_next if result.success else self.engine.min_signed_distance(

@@ -1,30 +1,39 @@
 """
 Scenario: the YAML description of a quasistatic simulation, validated.
 
-The schema (README, section "Scenario files") is::
+The keys, their types, defaults and checks are written once, as the
+dataclasses below (schema.py reads them); the README's "Scenario files"
+shows the schema.  In short::
 
+    include: base.yaml               # optional: a scenario (or list) this one overrides
     time_step: 0.1
     formulation: qp
-    quasi_dynamic: false
-    friction_directions: 4
-    contact_detection_tolerance: 0.02
-    gravity: [0, 0, -9.81]
-    default_friction: 0.5            # optional
-    quasi_static_inertia_ratio: 0.1  # optional, see formulations/qp.py
-    miqp: {contact_stiffness, big_m, ...}   # optional: a formulation's block, read by
-                                            # its settings type (formulations/miqp.py)
-    robots: [{name, file, stiffness, initial_positions?, pose?, max_reference_lead?}]
-    objects: [{name, file, initial_pose?, initial_positions?}]
-    environment: [{name, file, pose?}]
+    packages: {name: path}           # optional package:// roots, relative to this file
+    directives: [...]                # optional: Drake's model directives, or
+    directives_file: scene.dmd.yaml  #   a .dmd.yaml file
+    robots: [{name, file?, stiffness, initial_positions?, pose?, max_reference_lead?}]
+    objects: [{name, file?, initial_pose?, initial_positions?, body?}]
+    environment: [{name, file?, pose?}]
+    miqp: {...}                      # optional: a formulation's settings block
+    task: {...}                      # optional: what an application (the demo) needs
+
+A model entry with ``file:`` loads that file as one model; an entry without
+it names a model instance that the directives create.
+
+Composition: ``include:`` names scenario files (relative to this one) that
+are read first; this file's keys then override theirs.  Mappings merge key by
+key (``miqp: {time_limit: 2}`` changes one setting), everything else (a
+list of robots, say) is replaced.  Paths in an included file stay relative to
+that file.
 
 Every error is a :class:`ScenarioError` that names the file, the key path
 (``robots[0].stiffness``), what was wrong and how to fix it.  This module
-imports neither Drake nor ROS.
+imports neither Drake nor ROS (Drake's directive schema is loaded only to
+check directives).
 """
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,65 +43,112 @@ import numpy as np
 import yaml
 
 from quasistatic_drake.formulations import registry
-from quasistatic_drake.formulations.settings import (checked_settings, read_settings,
-                                                     SettingsError)
 from quasistatic_drake.paths import resolve_model_file
-
-# Besides these, each formulation's name is a key: its settings block.
-_TOP_KEYS = {
-    "time_step", "formulation", "quasi_dynamic", "friction_directions",
-    "contact_detection_tolerance", "gravity", "default_friction",
-    "quasi_static_inertia_ratio", "robots", "objects", "environment",
-}
-_ROBOT_KEYS = {"name", "file", "stiffness", "initial_positions", "pose", "max_reference_lead"}
-_OBJECT_KEYS = {"name", "file", "initial_pose", "initial_positions"}
-_ENVIRONMENT_KEYS = {"name", "file", "pose"}
-_POSE_KEYS = {"xyz", "rpy"}
+from quasistatic_drake.schema import (anything, checked, flag, list_of, mapping_of, nested,
+                                      number, optional, read, SchemaError, setting, text,
+                                      vector)
 
 
 class ScenarioError(ValueError):
     """A scenario that cannot be used; the message says where and how to fix it."""
 
 
+class Tagged(dict):
+    """A YAML mapping with a tag, as Drake's schemas write variants (``!Rpy {deg: [...]}``)."""
+
+    def __init__(self, tag: str, value: dict):
+        """Keep the tag and the mapping."""
+        super().__init__(value)
+        self.tag = tag
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML's safe loader, keeping Drake's tags (``!Rpy``, ``!AngleAxis``...) on mappings."""
+
+
+class _Dumper(yaml.SafeDumper):
+    """YAML's safe dumper, writing :class:`Tagged` mappings back with their tags."""
+
+
+_Loader.add_multi_constructor("!", lambda loader, suffix, node: Tagged(
+    "!" + suffix, loader.construct_mapping(node, deep=True)))
+_Dumper.add_representer(Tagged, lambda dumper, data: dumper.represent_mapping(
+    data.tag, dict(data)))
+
+
+def dump_yaml(data: Any) -> str:
+    """Return ``data`` as YAML, Drake's tags kept (to hand directives to Drake)."""
+    return yaml.dump(data, Dumper=_Dumper)
+
+
+def _model_name(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"expected a non-empty name, got {value!r}.")
+    return value
+
+
+def _even_directions(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 2 or value % 2:
+        raise ValueError(f"expected an even integer >= 2 (a balanced set, Pang & Tedrake "
+                         f"2018, eq. 4), got {value!r}.")
+    return value
+
+
+def _formulation_name(value: Any, where: str) -> str:
+    if value not in registry.names():
+        raise ValueError(f"unknown formulation {value!r}. Available: {list(registry.names())}.")
+    return value
+
+
+_FILE = optional(text("a file path or package:// URI"))
+
+
 @dataclass(frozen=True)
 class Pose:
     """A pose given as translation xyz [m] and roll-pitch-yaw rpy [rad]."""
 
-    xyz: np.ndarray = field(default_factory=lambda: np.zeros(3))
-    rpy: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    xyz: np.ndarray = setting(check=vector(3), factory=lambda: np.zeros(3), doc="[m]")
+    rpy: np.ndarray = setting(check=vector(3), factory=lambda: np.zeros(3), doc="[rad]")
 
 
 @dataclass(frozen=True)
 class RobotSpec:
     """An actuated model: every joint is a spring of stiffness K (Pang & Tedrake 2021)."""
 
-    name: str
-    file: str
-    stiffness: np.ndarray
-    initial_positions: Optional[np.ndarray] = None
-    pose: Optional[Pose] = None
-    where: str = ""
-    max_reference_lead: Optional[np.ndarray] = None   # per joint [m or rad]; None: defaults
+    name: str = setting(check=_model_name, doc="the model instance's name")
+    stiffness: np.ndarray = setting(check=vector(positive=True),
+                                    doc="K per commanded joint [N/m or N m/rad]")
+    file: Optional[str] = setting(None, _FILE, "the model file; left out: from the directives")
+    initial_positions: Optional[np.ndarray] = setting(None, optional(vector()),
+                                                      "per commanded joint [m or rad]")
+    pose: Optional["Pose"] = setting(None, optional(nested(Pose)),
+                                     "where a file's root link is welded to the world")
+    max_reference_lead: Optional[np.ndarray] = setting(
+        None, optional(vector(positive=True)), "per commanded joint [m or rad]")
+    where: str = ""        # the file and key path, for messages
 
 
 @dataclass(frozen=True)
 class ObjectSpec:
-    """An unactuated model: its DOFs move only under contact and gravity."""
+    """An unactuated model: its DOFs move only under contact, gravity and applied forces."""
 
-    name: str
-    file: str
-    initial_pose: Optional[Pose] = None
-    initial_positions: Optional[np.ndarray] = None
+    name: str = setting(check=_model_name, doc="the model instance's name")
+    file: Optional[str] = setting(None, _FILE, "the model file; left out: from the directives")
+    initial_pose: Optional["Pose"] = setting(None, optional(nested(Pose)), "a free body's")
+    initial_positions: Optional[np.ndarray] = setting(None, optional(vector()),
+                                                      "a jointed object's")
+    body: Optional[str] = setting(None, optional(text("a body name")),
+                                  "the body object_pose reports (default: the heaviest)")
     where: str = ""
 
 
 @dataclass(frozen=True)
 class EnvironmentSpec:
-    """A model welded to the world at ``pose``."""
+    """A model welded to the world (at ``pose`` when loaded from ``file``)."""
 
-    name: str
-    file: str
-    pose: Pose = field(default_factory=Pose)
+    name: str = setting(check=_model_name, doc="the model instance's name")
+    file: Optional[str] = setting(None, _FILE, "the model file; left out: from the directives")
+    pose: "Pose" = setting(check=nested(Pose), factory=Pose, doc="where it is welded")
     where: str = ""
 
 
@@ -100,20 +156,57 @@ class EnvironmentSpec:
 class Scenario:
     """A validated scenario.  Build it with :meth:`from_yaml` or :meth:`from_dict`."""
 
-    time_step: float
-    robots: tuple[RobotSpec, ...]
-    objects: tuple[ObjectSpec, ...] = ()
-    environment: tuple[EnvironmentSpec, ...] = ()
-    formulation: str = "qp"
-    quasi_dynamic: bool = False
-    friction_directions: int = 4
-    contact_detection_tolerance: float = 0.02
-    gravity: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, -9.81]))
-    default_friction: float = 0.5
-    quasi_static_inertia_ratio: float = 0.1
+    time_step: float = setting(check=number(positive=True), doc="h [s]")
+    robots: tuple[RobotSpec, ...] = setting((), list_of(nested(RobotSpec)))
+    objects: tuple[ObjectSpec, ...] = setting((), list_of(nested(ObjectSpec)))
+    environment: tuple[EnvironmentSpec, ...] = setting((), list_of(nested(EnvironmentSpec)))
+    formulation: str = setting("qp", _formulation_name, "qp, miqp or a registered plug-in")
+    quasi_dynamic: bool = setting(False, flag(), "objects keep their mass matrix M_u")
+    friction_directions: int = setting(4, _even_directions, "n_d per contact")
+    contact_detection_tolerance: float = setting(
+        0.02, number(positive=True, infinite=True), "[m] pairs closer are contacts (.inf: all)")
+    gravity: np.ndarray = setting(check=vector(3), factory=lambda: np.array([0.0, 0.0, -9.81]))
+    default_friction: float = setting(0.5, number(nonnegative=True),
+                                      "mu of collision geometry whose file gives none")
+    quasi_static_inertia_ratio: float = setting(0.1, number(positive=True),
+                                                "r of the QP's eps M_u")
+    packages: Mapping[str, str] = setting(
+        check=mapping_of(text("a directory path"), "a package name"), factory=dict,
+        doc="package:// roots {name: directory}, relative to the scenario")
+    directives: tuple[Mapping[str, Any], ...] = setting(
+        (), list_of(anything()), "Drake's model directives (add_model, add_weld, ...)")
+    directives_file: Optional[str] = setting(None, _FILE, "a .dmd.yaml file of directives")
+    task: Mapping[str, Any] = setting(check=mapping_of(anything(), "a key"), factory=dict,
+                                      doc="what an application needs (the demo's task:)")
     # the formulations' settings blocks given in the file, by formulation name (read only)
     formulation_settings: Mapping[str, Any] = field(default_factory=dict)
     source: str = "<dict>"
+    # where the directives came from (the scenario, or its directives_file), for messages
+    directives_source: str = ""
+
+    @staticmethod
+    def from_yaml(path: str | os.PathLike) -> "Scenario":
+        """Load and validate a scenario YAML file (with the files it includes)."""
+        path = Path(path)
+        return Scenario.from_dict(_load_yaml(path, str(path), "the scenario file"),
+                                  base_dir=path.parent, source=str(path))
+
+    @staticmethod
+    def from_dict(data: Any, base_dir: str | os.PathLike = ".",
+                  source: str = "<dict>") -> "Scenario":
+        """Validate a scenario given as a dict (the parsed YAML); paths relative to base_dir."""
+        data = _composed(data, Path(base_dir), source, ())
+        try:
+            scenario = read(Scenario, data, "", extra=(*registry.names(), "include"),
+                            source=source)
+            return _completed(scenario, data, source, Path(base_dir))
+        except SchemaError as err:
+            raise ScenarioError(f"{source}: {err}") from None
+
+    def model_names(self) -> list[str]:
+        """Names of all models: robots, objects, then environment."""
+        return ([r.name for r in self.robots] + [o.name for o in self.objects]
+                + [e.name for e in self.environment])
 
     def settings(self, formulation: Optional[str] = None) -> Any:
         """
@@ -139,222 +232,226 @@ class Scenario:
         name = formulation or self.formulation
         current = self.settings(name)
         try:
-            settings = checked_settings(replace(current, **changes), name)
+            settings = checked(replace(current, **changes), name)
         except TypeError:
             unknown = sorted(set(changes) - set(vars(current)))
             raise ScenarioError(f"{self.source}: {name}: unknown key(s) {unknown}. Allowed "
                                 f"keys: {sorted(vars(current))}.") from None
-        except SettingsError as err:
+        except SchemaError as err:
             raise ScenarioError(f"{self.source}: {err}") from None
         blocks = {**self.formulation_settings, name: settings}
         return replace(self, formulation=name, formulation_settings=blocks)
 
-    @staticmethod
-    def from_yaml(path: str | os.PathLike) -> "Scenario":
-        """Load and validate a scenario YAML file."""
-        path = Path(path)
-        if not path.is_file():
-            raise ScenarioError(
-                f"{path}: the scenario file does not exist. "
-                "Fix: pass the path of an existing YAML file.")
-        try:
-            data = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as err:
-            raise ScenarioError(f"{path}: not valid YAML: {err}\nFix: correct the "
-                                "syntax at the line and column shown.") from err
-        return Scenario.from_dict(data, base_dir=path.parent, source=str(path))
 
-    @staticmethod
-    def from_dict(data: Any, base_dir: str | os.PathLike = ".",
-                  source: str = "<dict>") -> "Scenario":
-        """Validate a scenario given as a dict (the parsed YAML)."""
-        return _Reader(source, Path(base_dir)).scenario(data)
-
-    def model_names(self) -> list[str]:
-        """Names of all models: robots, objects, then environment."""
-        return ([r.name for r in self.robots] + [o.name for o in self.objects]
-                + [e.name for e in self.environment])
+# ----- reading a file, and composing files ---------------------------------------------
+def _load_yaml(path: Path, source: str, what: str) -> Any:
+    """Return the parsed YAML of ``path`` (ScenarioError naming ``source`` if unusable)."""
+    if not path.is_file():
+        raise ScenarioError(f"{source}: {what} does not exist. Fix: pass the path of an "
+                            "existing YAML file.")
+    try:
+        return yaml.load(path.read_text(), Loader=_Loader)
+    except yaml.YAMLError as err:
+        raise ScenarioError(f"{source}: not valid YAML: {err}\nFix: correct the syntax at "
+                            "the line and column shown.") from err
 
 
-class _Reader:
-    """Reads one scenario dict, tracking the key path for error messages."""
+def _composed(data: Any, base_dir: Path, source: str, chain: tuple) -> Any:
+    """
+    Return ``data`` with its relative paths made absolute and its includes merged under it.
 
-    def __init__(self, source: str, base_dir: Path):
-        self.source = source
-        self.base_dir = base_dir
-
-    def fail(self, where: str, message: str) -> ScenarioError:
-        return ScenarioError(f"{self.source}: {where}: {message}")
-
-    def check_keys(self, data: Any, allowed: set[str], where: str,
-                   required: tuple[str, ...] = ()) -> dict:
-        if not isinstance(data, dict):
-            raise self.fail(where or "top level",
-                            f"expected a mapping, got {type(data).__name__}.")
-        unknown = sorted(set(map(str, data)) - allowed)
-        if unknown:
-            raise self.fail(where or "top level",
-                            f"unknown key(s) {unknown}. Allowed keys: {sorted(allowed)}.")
-        for key in required:
-            if key not in data:
-                raise self.fail(_join(where, key), "is required but missing.")
+    ``chain`` holds the files being read, to refuse an include cycle.
+    """
+    if not isinstance(data, dict):
         return data
+    data = _absolute_paths(data, base_dir, models=bool(chain))
+    includes = data.pop("include", [])
+    if isinstance(includes, str):
+        includes = [includes]
+    if not isinstance(includes, list) or not all(isinstance(i, str) for i in includes):
+        raise ScenarioError(f"{source}: include: expected a file path or a list of them, "
+                            f"got {includes!r}.")
+    merged: dict = {}
+    for k, name in enumerate(includes):
+        path = (base_dir / os.path.expanduser(name)).resolve()
+        if str(path) in chain:
+            raise ScenarioError(f"{source}: include[{k}]: '{name}' includes itself (through "
+                                f"{[*chain, str(path)]}). Fix: remove the cycle.")
+        included = _load_yaml(path, f"{source}: include[{k}]: {path}", "the included file")
+        if not isinstance(included, dict):
+            raise ScenarioError(f"{source}: include[{k}]: {path} is not a mapping of "
+                                "scenario keys.")
+        merged = _merged(merged, _composed(included, path.parent, str(path),
+                                           (*chain, str(path))))
+    return _merged(merged, data)
 
-    def number(self, value: Any, where: str, positive: bool = False,
-               nonnegative: bool = False) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.fail(where, f"expected a number, got {value!r}.")
-        value = float(value)
-        if not math.isfinite(value):
-            raise self.fail(where, f"must be finite, got {value}.")
-        if positive and value <= 0.0:
-            raise self.fail(where, f"must be > 0, got {value}.")
-        if nonnegative and value < 0.0:
-            raise self.fail(where, f"must be >= 0, got {value}.")
-        return value
 
-    def vector(self, value: Any, where: str, size: Optional[int] = None,
-               positive: bool = False) -> np.ndarray:
-        if not isinstance(value, (list, tuple)):
-            raise self.fail(where, f"expected a list of numbers, got {value!r}.")
-        out = np.array([self.number(x, f"{where}[{i}]", positive=positive)
-                        for i, x in enumerate(value)], dtype=float)
-        if size is not None and out.size != size:
-            raise self.fail(where, f"expected {size} numbers, got {out.size}.")
-        return out
+def _merged(base: dict, override: dict) -> dict:
+    """Return ``base`` with ``override`` on top: mappings merge by key, the rest replaces."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out
 
-    def flag(self, value: Any, where: str) -> bool:
-        if not isinstance(value, bool):
-            raise self.fail(where, f"expected true or false, got {value!r}.")
-        return value
 
-    def pose(self, data: Any, where: str) -> Pose:
-        self.check_keys(data, _POSE_KEYS, where)
-        return Pose(xyz=self.vector(data.get("xyz", [0, 0, 0]), _join(where, "xyz"), 3),
-                    rpy=self.vector(data.get("rpy", [0, 0, 0]), _join(where, "rpy"), 3))
+def _absolute_paths(data: dict, base_dir: Path, models: bool) -> dict:
+    """
+    Return a copy whose relative paths (packages, directives, with ``models`` files) are absolute.
 
-    def name(self, value: Any, where: str) -> str:
-        if not isinstance(value, str) or not value or "::" in value:
-            raise self.fail(where, f"expected a non-empty name without '::', got {value!r}.")
-        return value
+    The scenario's own model files stay as written, so that messages show
+    them; they are resolved against its directory later (an included
+    file's cannot be).
+    """
+    data = dict(data)
+    for key in ("robots", "objects", "environment"):
+        if models and isinstance(data.get(key), list):
+            data[key] = [_absolute_entry(e, base_dir) for e in data[key]]
+    if isinstance(data.get("packages"), dict):
+        data["packages"] = {name: _absolute(path, base_dir)
+                            for name, path in data["packages"].items()}
+    if isinstance(data.get("directives_file"), str):
+        data["directives_file"] = _absolute(data["directives_file"], base_dir)
+    if isinstance(data.get("directives"), list):
+        data["directives"] = [_absolute_directive(d, base_dir) for d in data["directives"]]
+    return data
 
-    def file(self, value: Any, where: str) -> str:
-        if not isinstance(value, str) or not value:
-            raise self.fail(where, f"expected a file path or package:// URI, got {value!r}.")
+
+def _absolute_entry(entry: Any, base_dir: Path) -> Any:
+    if isinstance(entry, dict) and isinstance(entry.get("file"), str):
+        return {**entry, "file": _absolute(entry["file"], base_dir)}
+    return entry
+
+
+def _absolute_directive(directive: Any, base_dir: Path) -> Any:
+    """Make a directive's relative ``file`` an absolute file:// URL (Drake needs URLs)."""
+    if not isinstance(directive, dict) or len(directive) != 1:
+        return directive
+    (kind, body), = directive.items()
+    if kind in ("add_model", "add_directives") and isinstance(body, dict) and isinstance(
+            body.get("file"), str) and "://" not in body["file"]:
+        return {kind: {**body, "file": "file://" + _absolute(body["file"], base_dir)}}
+    return directive
+
+
+def _absolute(path: str, base_dir: Path) -> str:
+    if "://" in path or not path:
+        return path
+    return str((base_dir / os.path.expanduser(path)).resolve())
+
+
+# ----- what the schema cannot say on its own ---------------------------------------------
+def _completed(scenario: Scenario, data: dict, source: str, base_dir: Path) -> Scenario:
+    """Resolve files, read the formulation blocks and directives, check across keys."""
+    blocks = {}
+    for name in registry.names():
+        if name in data:
+            blocks[name] = read(registry.settings_type(name), data[name], name)
+    scenario = replace(scenario, formulation_settings=blocks, packages={
+        name: _package_dir(path, f"packages.{name}") for name, path in
+        scenario.packages.items()})
+    directives, directives_source = _directives(scenario, source)
+    models = {key: tuple(_placed(spec, f"{key}[{i}]", scenario, source, base_dir,
+                                 bool(directives))
+                         for i, spec in enumerate(getattr(scenario, key)))
+              for key in ("robots", "objects", "environment")}
+    scenario = replace(scenario, directives=directives, directives_source=directives_source,
+                       **models)
+    _check_models(scenario)
+    return scenario
+
+
+def _package_dir(path: str, where: str) -> str:
+    if not Path(path).is_dir():
+        raise SchemaError(where, f"'{path}' is not a directory. Fix: give the package's root "
+                          "directory, relative to the scenario file.")
+    return path
+
+
+def _placed(spec, where: str, scenario: Scenario, source: str, base_dir: Path,
+            has_directives: bool):
+    """Return a model entry with its file resolved and its ``where`` set."""
+    spec = replace(spec, where=f"{source}: {where}")
+    if spec.file is not None and "::" in spec.name:
+        raise SchemaError(f"{where}.name", f"expected a name without '::' for a model loaded "
+                          f"from file:, got {spec.name!r} ('::' scopes model instances that "
+                          "directives create).")
+    if spec.file is None:
+        if not has_directives:
+            raise SchemaError(f"{where}.file", "is required when the scenario has no "
+                              "directives. Fix: give the model's file, or add directives "
+                              f"that create a model instance named '{spec.name}'.")
+        if getattr(spec, "pose", None) is not None and isinstance(spec, RobotSpec):
+            raise SchemaError(f"{where}.pose", "places a model loaded from 'file' only; the "
+                              "directives place this one. Fix: weld it with add_weld.")
+        return spec
+    try:
+        return replace(spec, file=resolve_model_file(spec.file, base_dir, scenario.packages))
+    except FileNotFoundError as err:
+        raise SchemaError(f"{where}.file", str(err)) from None
+
+
+def _check_models(scenario: Scenario) -> None:
+    """Refuse a repeated model name (naming both entries) and a scenario that cannot move."""
+    first: dict[str, str] = {}
+    for key in ("robots", "objects", "environment"):
+        for i, spec in enumerate(getattr(scenario, key)):
+            where = f"{key}[{i}].name"
+            if spec.name in first:
+                raise SchemaError(where, f"model names must be unique; repeated: "
+                                  f"[{spec.name!r}] (also {first[spec.name]}). "
+                                  "Fix: rename one of them.")
+            first[spec.name] = where
+    for i, spec in enumerate(scenario.objects):
+        if spec.initial_pose is not None and spec.initial_positions is not None:
+            raise SchemaError(f"objects[{i}]", "give either initial_pose (free bodies) or "
+                              "initial_positions (jointed objects), not both.")
+    if not first:
+        raise SchemaError("", "the scenario has no models. "
+                          "Fix: add at least one entry under robots or objects.")
+    if not scenario.robots and not scenario.objects:
+        raise SchemaError("robots, objects", "both are empty, so nothing can move: every "
+                          "model is welded. Fix: add a robot or an object.")
+
+
+def _directives(scenario: Scenario, source: str) -> tuple[tuple, str]:
+    """Return the scenario's directives (from the file or the list), checked, and their source."""
+    if scenario.directives and scenario.directives_file:
+        raise SchemaError("directives_file", "give either directives or directives_file, "
+                          "not both. Fix: move the list into the file, or drop the file.")
+    if not scenario.directives_file:
+        _check_directives(scenario.directives, "directives")
+        return scenario.directives, source
+    path = Path(resolve_model_file(scenario.directives_file, ".", scenario.packages))
+    data = _load_yaml(path, f"{source}: directives_file: {path}", "the directives file")
+    if not isinstance(data, dict) or set(data) != {"directives"} or not isinstance(
+            data["directives"], list):
+        raise ScenarioError(f"{source}: directives_file: {path} must hold one key, "
+                            "'directives', with a list (Drake's .dmd.yaml format).")
+    directives = tuple(_absolute_directive(d, path.parent) for d in data["directives"])
+    try:
+        _check_directives(directives, "directives")
+    except SchemaError as err:
+        raise ScenarioError(f"{path}: {err}") from None
+    return directives, str(path)
+
+
+def _check_directives(directives: tuple, where: str) -> None:
+    """Check each directive against Drake's ModelDirectives schema (naming the index)."""
+    if not directives:
+        return
+    from pydrake.multibody.parsing import LoadModelDirectivesFromString
+    for k, directive in enumerate(directives):
+        kind = next(iter(directive), "?") if isinstance(directive, dict) else "?"
+        if not isinstance(directive, dict) or len(directive) != 1:
+            raise SchemaError(f"{where}[{k}]", "expected one directive (add_model, add_weld, "
+                              "add_frame, add_directives, add_model_instance or "
+                              f"add_collision_filter_group), got {directive!r}.")
         try:
-            return resolve_model_file(value, self.base_dir)
-        except FileNotFoundError as err:
-            raise self.fail(where, str(err)) from err
-
-    def model_list(self, data: Any, key: str) -> list:
-        if data is None:
-            return []
-        if not isinstance(data, list):
-            raise self.fail(key, f"expected a list of models, got {type(data).__name__}.")
-        return data
-
-    def robot(self, data: Any, where: str) -> RobotSpec:
-        self.check_keys(data, _ROBOT_KEYS, where, ("name", "file", "stiffness"))
-        initial = data.get("initial_positions")
-        return RobotSpec(
-            name=self.name(data["name"], _join(where, "name")),
-            file=self.file(data["file"], _join(where, "file")),
-            stiffness=self.vector(data["stiffness"], _join(where, "stiffness"), positive=True),
-            initial_positions=(None if initial is None else
-                               self.vector(initial, _join(where, "initial_positions"))),
-            pose=None if "pose" not in data else self.pose(data["pose"], _join(where, "pose")),
-            where=f"{self.source}: {where}",
-            max_reference_lead=(None if "max_reference_lead" not in data else self.vector(
-                data["max_reference_lead"], _join(where, "max_reference_lead"), positive=True)))
-
-    def object(self, data: Any, where: str) -> ObjectSpec:
-        self.check_keys(data, _OBJECT_KEYS, where, ("name", "file"))
-        if "initial_pose" in data and "initial_positions" in data:
-            raise self.fail(where, "give either initial_pose (free bodies) or "
-                            "initial_positions (jointed objects), not both.")
-        initial = data.get("initial_positions")
-        return ObjectSpec(
-            name=self.name(data["name"], _join(where, "name")),
-            file=self.file(data["file"], _join(where, "file")),
-            initial_pose=(None if "initial_pose" not in data else
-                          self.pose(data["initial_pose"], _join(where, "initial_pose"))),
-            initial_positions=(None if initial is None else
-                               self.vector(initial, _join(where, "initial_positions"))),
-            where=f"{self.source}: {where}")
-
-    def environment(self, data: Any, where: str) -> EnvironmentSpec:
-        self.check_keys(data, _ENVIRONMENT_KEYS, where, ("name", "file"))
-        return EnvironmentSpec(
-            name=self.name(data["name"], _join(where, "name")),
-            file=self.file(data["file"], _join(where, "file")),
-            pose=self.pose(data.get("pose", {}), _join(where, "pose")),
-            where=f"{self.source}: {where}")
-
-    def scenario(self, data: Any) -> Scenario:
-        self.check_keys(data, _TOP_KEYS | set(registry.names()), "", ("time_step",))
-        formulation = data.get("formulation", "qp")
-        if formulation not in registry.names():
-            raise self.fail("formulation", f"unknown formulation {formulation!r}. "
-                            f"Available: {list(registry.names())}.")
-        n_d = data.get("friction_directions", 4)
-        if isinstance(n_d, bool) or not isinstance(n_d, int) or n_d < 2 or n_d % 2:
-            raise self.fail("friction_directions", f"expected an even integer >= 2 "
-                            f"(a balanced set, Pang & Tedrake 2018, eq. 4), got {n_d!r}.")
-        robots = [self.robot(r, f"robots[{i}]")
-                  for i, r in enumerate(self.model_list(data.get("robots"), "robots"))]
-        objects = [self.object(o, f"objects[{i}]")
-                   for i, o in enumerate(self.model_list(data.get("objects"), "objects"))]
-        environment = [self.environment(e, f"environment[{i}]") for i, e in
-                       enumerate(self.model_list(data.get("environment"), "environment"))]
-        scenario = Scenario(
-            time_step=self.number(data["time_step"], "time_step", positive=True),
-            formulation=formulation,
-            quasi_dynamic=self.flag(data.get("quasi_dynamic", False), "quasi_dynamic"),
-            friction_directions=n_d,
-            contact_detection_tolerance=self.number(
-                data.get("contact_detection_tolerance", 0.02),
-                "contact_detection_tolerance", positive=True),
-            gravity=self.vector(data.get("gravity", [0.0, 0.0, -9.81]), "gravity", 3),
-            default_friction=self.number(data.get("default_friction", 0.5),
-                                         "default_friction", nonnegative=True),
-            quasi_static_inertia_ratio=self.number(
-                data.get("quasi_static_inertia_ratio", 0.1),
-                "quasi_static_inertia_ratio", positive=True),
-            formulation_settings=self.formulation_blocks(data),
-            robots=tuple(robots), objects=tuple(objects), environment=tuple(environment),
-            source=self.source)
-        self.check_models(scenario)
-        return scenario
-
-    def formulation_blocks(self, data: dict) -> Mapping[str, Any]:
-        """Read each formulation's block in the file with that formulation's settings type."""
-        blocks = {}
-        for name in registry.names():
-            if name in data:
-                try:
-                    blocks[name] = read_settings(registry.settings_type(name), data[name], name)
-                except SettingsError as err:
-                    raise self.fail(err.key, err.message) from None
-        return blocks
-
-    def check_models(self, scenario: Scenario) -> None:
-        """Refuse a repeated model name (naming both entries) and a scenario that cannot move."""
-        first: dict[str, str] = {}
-        for key in ("robots", "objects", "environment"):
-            for i, spec in enumerate(getattr(scenario, key)):
-                where = f"{key}[{i}].name"
-                if spec.name in first:
-                    raise self.fail(where, f"model names must be unique; repeated: "
-                                    f"[{spec.name!r}] (also {first[spec.name]}). "
-                                    "Fix: rename one of them.")
-                first[spec.name] = where
-        if not first:
-            raise self.fail("top level", "the scenario has no models. "
-                            "Fix: add at least one entry under robots or objects.")
-        if not scenario.robots and not scenario.objects:
-            raise self.fail("robots, objects", "both are empty, so nothing can move: every "
-                            "model is welded. Fix: add a robot or an object.")
-
-
-def _join(where: str, key: str) -> str:
-    return f"{where}.{key}" if where else key
+            LoadModelDirectivesFromString(dump_yaml({"directives": [directive]}))
+        except Exception as err:  # Drake's yaml_load_typed raises RuntimeError
+            raise SchemaError(f"{where}[{k}] ({kind})", f"not in Drake's model directive "
+                              f"syntax: {err} Fix: see Drake's "
+                              "multibody/parsing/README_model_directives.md.") from None

@@ -47,15 +47,16 @@ from pydrake.multibody.tree import JointIndex
 from quasistatic_drake.compile_notice import compile_notice
 from quasistatic_drake.contact import ContactSet
 from quasistatic_drake.contact_detection import ContactDetector, proximity_pairs
+from quasistatic_drake.coupling import CoupledFormulation, Coupling
 from quasistatic_drake.errors import CommandError, SolverLimitExceeded
 from quasistatic_drake.formulations import registry
 from quasistatic_drake.formulations.base import (Formulation, ModelFacts, StepProblem,
                                                  StepSolution)
-from quasistatic_drake.formulations.settings import SettingsError
 from quasistatic_drake.joint_limits import joint_limit_velocity_bounds
 from quasistatic_drake.manifold import body_motions
 from quasistatic_drake.model import QuasistaticModel
 from quasistatic_drake.scenario import Scenario, ScenarioError
+from quasistatic_drake.schema import SchemaError
 
 __all__ = ["CommandError", "Contact", "QuasistaticSimulator", "Rollout", "StepResult"]
 
@@ -165,6 +166,9 @@ class QuasistaticSimulator:
         self._object_v_idx = _concat([o.v_idx for o in objects])
         self._object_block = np.ix_(self._object_v_idx, self._object_v_idx)
         self._limits = self._position_limits()
+        followers = tuple(f for r in robots for f in r.followers)
+        # coupled joints (URDF <mimic>): the step solves for the independent velocities
+        self.coupling = Coupling.build(self.model.n_v, followers) if followers else None
         self.formulation: Formulation = self._formulation()
         # proximity pairs of the last q and tolerance asked: a step's q_next is the next
         # step's q.  Keyed by both, so it never changes a result.
@@ -212,7 +216,8 @@ class QuasistaticSimulator:
         return self._checked_q(q)
 
     def step(self, q: np.ndarray, v_cmd: Mapping[str, np.ndarray],
-             q_ref: Optional[np.ndarray] = None, warm_start: Any = None) -> StepResult:
+             q_ref: Optional[np.ndarray] = None, warm_start: Any = None,
+             object_forces: Optional[Mapping[str, np.ndarray]] = None) -> StepResult:
         """
         Advance q by one time step h under the robots' velocity commands.
 
@@ -221,8 +226,10 @@ class QuasistaticSimulator:
         robot positions of q.  ``warm_start`` is the formulation's warm start,
         usually the last step's ``warm_start_next``: under the MIQP a MIP
         start, which changes how fast Gurobi solves and, among equally good
-        solutions, which one it returns; the QP takes none.  The result
-        depends on the arguments only.  The input q is never modified.  Bad
+        solutions, which one it returns; the QP takes none.
+        ``object_forces`` maps object names to generalized forces applied to
+        them over the step (one per object velocity, as gravity's; [N, N m]).
+        The result depends on the arguments only.  The input q is never modified.  Bad
         input raises CommandError and changes nothing, as does
         ``SolverLimitExceeded`` (the problem exceeds the solver's licence, as
         the MIQP's ``MiqpTooLarge``; its message gives the fixes).  A failed
@@ -235,8 +242,9 @@ class QuasistaticSimulator:
         v_bar = self._checked_command(v_cmd)
         q_ref = self._start_reference(q, q_ref)
         warm_start = self.formulation.checked_warm_start(warm_start)
+        tau_ext = self._checked_object_forces(object_forces)
         try:
-            return self._step(q, q_ref, v_bar, warm_start, start)
+            return self._step(q, q_ref, v_bar, warm_start, start, tau_ext)
         except SolverLimitExceeded:
             raise
         except (Exception, SystemExit) as err:   # noqa: B902 - nothing may end the process
@@ -272,12 +280,12 @@ class QuasistaticSimulator:
         return Rollout(q=np.array(qs), q_ref=np.array(refs), results=tuple(results))
 
     def _step(self, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, warm_start: Any,
-              start: float) -> StepResult:
+              start: float, tau_ext: Optional[np.ndarray] = None) -> StepResult:
         """Detect, solve and integrate one step from checked inputs (:meth:`step`)."""
         formulation = self.formulation
         tolerance = self.scenario.contact_detection_tolerance
         self.model.set_positions(q)
-        problem = self._problem(q, q_ref, v_bar)
+        problem = self._problem(q, q_ref, v_bar, tau_ext)
         for resolves in range(MAX_RESOLVES + 1):
             pairs = self._pairs(q, tolerance)
             self.model.set_positions(q)
@@ -310,15 +318,17 @@ class QuasistaticSimulator:
             warm_start_next=solution.warm_start_next, solution=solution)
 
     # ----- the step ----------------------------------------------------------
-    def _problem(self, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray) -> StepProblem:
+    def _problem(self, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray,
+                 tau_ext: Optional[np.ndarray] = None) -> StepProblem:
         """Gather the formulation's data at q (the model must be at q)."""
         plant, context = self.model.plant, self.model.plant_context
         v_lower, v_upper = self._velocity_bounds(q)
         J_w, J_v, _ = self.model.body_jacobians()
+        tau_u = plant.CalcGravityGeneralizedForces(context)[self._object_v_idx]
         return StepProblem(
             q_a=q[self._robot_q_idx], q_ref=q_ref, v_cmd=v_bar, v_lower=v_lower,
             v_upper=v_upper, M_u=plant.CalcMassMatrix(context)[self._object_block],
-            tau_u=plant.CalcGravityGeneralizedForces(context)[self._object_v_idx],
+            tau_u=tau_u if tau_ext is None else tau_u + tau_ext,
             J_w=J_w, J_v=J_v, body_radii=self.model.moving_radii)
 
     def _solve(self, problem: StepProblem, contacts: ContactSet, warm_start: Any) -> "_Attempt":
@@ -512,9 +522,13 @@ class QuasistaticSimulator:
         scenario, robots = self.scenario, self.model.robots
         self.model.set_positions(self.model.q_default)
         M_u = self.model.plant.CalcMassMatrix(self.model.plant_context)[self._object_block]
+        coupling = self.coupling
         facts = ModelFacts(
-            h=self.h, n_v=self.model.n_v, object_v_idx=self._object_v_idx,
-            robot_v_idx=self._robot_v_idx,
+            h=self.h, n_v=self.model.n_v if coupling is None else len(coupling.kept),
+            object_v_idx=(self._object_v_idx if coupling is None
+                          else coupling.reduced(self._object_v_idx)),
+            robot_v_idx=(self._robot_v_idx if coupling is None
+                         else coupling.reduced(self._robot_v_idx)),
             stiffness=np.concatenate([r.stiffness for r in robots]) if robots else np.zeros(0),
             max_lead=np.concatenate([r.max_lead for r in robots]) if robots else np.zeros(0),
             object_mass_default=M_u, object_weight=self._weight_of_objects(),
@@ -523,11 +537,14 @@ class QuasistaticSimulator:
             detection_tolerance=scenario.contact_detection_tolerance)
         name = scenario.formulation
         try:
-            return registry.formulation_class(name)(facts, scenario.settings(name))
+            formulation = registry.formulation_class(name)(facts, scenario.settings(name))
+            return formulation if coupling is None else CoupledFormulation(formulation, coupling)
         except KeyError as err:
             raise ScenarioError(f"{scenario.source}: formulation: {err.args[0]}") from None
-        except SettingsError as err:
-            raise ScenarioError(f"{scenario.source}: {name}.{err.key}: {err.message}") from None
+        except SchemaError as err:   # a key "scenario.<key>" is a top-level key
+            key = (err.key[len("scenario."):] if err.key.startswith("scenario.")
+                   else f"{name}.{err.key}")
+            raise ScenarioError(f"{scenario.source}: {key}: {err.message}") from None
 
     def _weight_of_objects(self) -> float:
         """Return the objects' total weight |g| sum(m) [N]."""
@@ -587,6 +604,11 @@ class QuasistaticSimulator:
                                f"got {q.shape}. Fix: start from default_positions().")
         if not np.isfinite(q).all():
             raise CommandError(f"q has non-finite entries at {np.flatnonzero(~np.isfinite(q))}.")
+        broken = self.coupling.violation(q) if self.coupling is not None else []
+        if broken:
+            raise CommandError(f"q breaks the model's joint coupling (<mimic>): {broken}. Fix: "
+                               "set each coupled joint from its leader, or start from "
+                               "default_positions().")
         return q
 
     def _checked_command(self, v_cmd: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -621,6 +643,56 @@ class QuasistaticSimulator:
             bad = [names[i] for i in np.flatnonzero(~np.isfinite(vec))]
             raise CommandError(f"{where} is not finite for joint(s) {bad}: {vec.tolist()}.")
         return vec
+
+    def velocity_for_positions(self, q: np.ndarray, q_ref: Optional[np.ndarray],
+                               q_cmd: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """
+        Return the velocity commands that bring the robots' reference to ``q_cmd`` in one step.
+
+        A position command sets the reference directly (qsim's commanded
+        positions): v_cmd = (q_cmd - base) / h, where base is what the
+        formulation adds h v_cmd to (``Formulation.reference_base``: the spring
+        reference under the QP, the joints' positions under the MIQP).  Robots
+        left out of ``q_cmd`` get no entry.
+        """
+        q = self._checked_q(q)
+        base = self.formulation.reference_base(q[self._robot_q_idx],
+                                               self._start_reference(q, q_ref))
+        out, offset = {}, 0
+        unknown = sorted(set(q_cmd) - self._robot_names)
+        if unknown:
+            raise CommandError(f"q_cmd names unknown robot(s) {unknown}. Robots in this "
+                               f"scenario: {sorted(self._robot_names)}.")
+        for robot in self.model.robots:
+            n = len(robot.joint_names)
+            if robot.name in q_cmd:
+                target = self._checked_vector(q_cmd[robot.name], n, f"q_cmd[{robot.name!r}]",
+                                              robot.joint_names)
+                out[robot.name] = (target - base[offset:offset + n]) / self.h
+            offset += n
+        return out
+
+    def _checked_object_forces(self, forces) -> Optional[np.ndarray]:
+        """Return the objects' applied generalized forces in object-velocity order, or None."""
+        if not forces:
+            return None
+        if not isinstance(forces, Mapping):
+            raise CommandError("object_forces must map object names to generalized forces, "
+                               f"got {type(forces).__name__}.")
+        objects = {o.name for o in self.model.objects}
+        unknown = sorted(set(forces) - objects)
+        if unknown:
+            raise CommandError(f"object_forces names unknown object(s) {unknown}. Objects in "
+                               f"this scenario: {sorted(objects)}.")
+        tau, offset = np.zeros(len(self._object_v_idx)), 0
+        for obj in self.model.objects:
+            n = len(obj.v_idx)
+            if obj.name in forces:
+                tau[offset:offset + n] = self._checked_vector(
+                    forces[obj.name], n, f"object_forces[{obj.name!r}]",
+                    [f"v[{i}]" for i in obj.v_idx])
+            offset += n
+        return tau
 
     def _start_reference(self, q: np.ndarray, q_ref: Optional[np.ndarray]) -> np.ndarray:
         if q_ref is not None:

@@ -19,7 +19,7 @@ from quasistatic_drake import CommandError, ScenarioError
 from quasistatic_drake.formulations import registry
 from quasistatic_drake.formulations.base import (Formulation, one_step_reference,
                                                  StepSolution)
-from quasistatic_drake.formulations.settings import number, setting
+from quasistatic_drake.schema import number, setting
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,9 @@ def test_ports_names_sizes_and_values(tmp_path):
     plant = QuasistaticPlant(engine)
     inputs = {plant.get_input_port(i).get_name(): plant.get_input_port(i).size()
               for i in range(plant.num_input_ports())}
-    assert inputs == {'pads_velocity_command': 3, 'finger_velocity_command': 3}
+    assert inputs == {'pads_velocity_command': 3, 'finger_velocity_command': 3,
+                      'pads_position_command': 3, 'finger_position_command': 3,
+                      'cyl_generalized_force': 6}
     outputs = [plant.get_output_port(i).get_name() for i in range(plant.num_output_ports())]
     assert set(outputs) == {'positions', 'pads_positions', 'finger_positions', 'cyl_pose',
                             'body_poses', 'query_object', 'contact_results', 'step_status'}

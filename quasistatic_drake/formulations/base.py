@@ -8,7 +8,7 @@ the next velocities v'.  The engine then integrates q_next = q + h N(q) v',
 and hands on the reference the formulation returns.  A formulation:
 
 * has a name (the scenario's ``formulation:``) and a settings type, a frozen
-  dataclass whose fields are declared with ``formulations.settings.setting``:
+  dataclass whose fields are declared with ``schema.setting``:
   the scenario's block of the same name (``miqp:``) is validated by it;
 * is built once per engine from the model's fixed facts (:class:`ModelFacts`)
   and its settings;
@@ -135,6 +135,15 @@ class Formulation(ABC):
     def next_reference(self, problem: StepProblem, q_a_next: np.ndarray,
                        solution: StepSolution) -> tuple[np.ndarray, bool]:
         """Return the robots' reference for the next step, and whether a bound applied."""
+
+    def reference_base(self, q_a: np.ndarray, q_ref: np.ndarray) -> np.ndarray:
+        """
+        Return what this formulation adds h v_cmd to for its target: q_ref by default.
+
+        A position command q_cmd becomes v_cmd = (q_cmd - base) / h
+        (``QuasistaticSimulator.velocity_for_positions``).
+        """
+        return q_ref
 
     def checked_warm_start(self, warm_start: Any) -> Any:
         """Return a usable warm start, or raise CommandError (this one takes none)."""

@@ -82,9 +82,8 @@ from quasistatic_drake.contact import ContactSet, thin_contacts
 from quasistatic_drake.errors import CommandError
 from quasistatic_drake.formulations.base import (Formulation, ModelFacts, one_step_reference,
                                                  StepProblem, StepSolution)
-from quasistatic_drake.formulations.settings import (flag, number, one_of, positive_int,
-                                                     setting, SettingsError)
 from quasistatic_drake.manifold import sweep_lengths
+from quasistatic_drake.schema import flag, number, one_of, positive_int, SchemaError, setting
 
 TIGHT_FRACTION = 1e-6     # a big-M row within this fraction of M is reported tight
 M_MARGIN = 2.0            # P_max = M_MARGIN h F
@@ -314,13 +313,17 @@ class MiqpFormulation(Formulation):
     solves_at_warm_up = False    # a solve dwarfs the kernels' load; a licence limit: at a step
 
     def __init__(self, facts: ModelFacts, settings: MiqpSettings):
-        """Open the settings' MIQP backend (SettingsError when it is not installed)."""
+        """Open the settings' MIQP backend (SchemaError when it is not installed)."""
         super().__init__(facts, settings)
+        if not np.isfinite(facts.detection_tolerance):
+            raise SchemaError("scenario.contact_detection_tolerance", "must be finite under "
+                              "formulation: miqp (its big-M bounds grow with it). Fix: a "
+                              "finite tolerance, such as 0.02.")
         from quasistatic_drake.formulations.miqp_backends import BACKENDS, MiqpSolverMissing
         try:
             self.backend = BACKENDS[settings.backend]()
         except MiqpSolverMissing as err:
-            raise SettingsError("backend", str(err)) from None
+            raise SchemaError("backend", str(err)) from None
 
     def contacts(self, contacts: ContactSet) -> ContactSet:
         """Thin each body pair's points to ``max_points_per_pair`` when it is set."""
@@ -358,6 +361,10 @@ class MiqpFormulation(Formulation):
                        solution: StepSolution) -> tuple[np.ndarray, bool]:
         """Return the one-step target q_a + h v_cmd (eq. 21); it is never bounded."""
         return one_step_reference(problem, self.facts.h), False
+
+    def reference_base(self, q_a: np.ndarray, q_ref: np.ndarray) -> np.ndarray:
+        """Return q_a: the target q_a + h v_cmd has no spring reference (eq. 21)."""
+        return q_a
 
     def checked_warm_start(self, warm_start: Any) -> Optional[np.ndarray]:
         """Return a MIP start as a 0/1 float array (CommandError if it is not one)."""

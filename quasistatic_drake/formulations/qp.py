@@ -59,7 +59,7 @@ from quasistatic_drake.contact import ContactSet
 from quasistatic_drake.formulations.base import (Formulation, lead_bounded, ModelFacts,
                                                  spring_reference, StepProblem, StepSolution)
 from quasistatic_drake.formulations.qp_backends import QpSolverResult, solve_daqp
-from quasistatic_drake.formulations.settings import NoSettings
+from quasistatic_drake.schema import NoSettings
 
 
 @dataclass(frozen=True)

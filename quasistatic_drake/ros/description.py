@@ -73,14 +73,40 @@ def robots_rooted_at_world(scenario) -> set[str]:
     """
     rooted = set()
     for spec in scenario.robots:
-        if not spec.file.endswith(".urdf"):
-            continue
         try:
-            if root_link(Path(spec.file).read_text()) == "world":
+            path = robot_file(scenario, spec)
+            if path.endswith(".urdf") and root_link(Path(path).read_text()) == "world":
                 rooted.add(spec.name)
         except (OSError, DescriptionError):
             pass
     return rooted
+
+
+def robot_file(scenario, spec) -> str:
+    """
+    Return the path of a robot's model file: its ``file:``, or its directive's add_model.
+
+    ``package://`` URIs resolve through the scenario's one PackageMap
+    (``loading.make_package_map``: this package, ``packages:``,
+    ROS_PACKAGE_PATH), which loads pydrake for that call only.
+    """
+    url = spec.file
+    if url is None:
+        models = [d["add_model"] for d in scenario.directives
+                  if isinstance(d, dict) and isinstance(d.get("add_model"), dict)
+                  and d["add_model"].get("name") == spec.name]
+        if not models:
+            raise DescriptionError(f"{spec.where}: robot '{spec.name}' is not added by an "
+                                   "add_model directive of the scenario (nested directives are "
+                                   "not read here). Fix: keep publish_robot_tf true (the node "
+                                   "publishes the robot's TF).")
+        url = models[0]["file"]
+    if url.startswith("file://"):
+        return url[len("file://"):]
+    if "://" in url:
+        from quasistatic_drake.loading import make_package_map
+        return make_package_map(scenario).ResolveUrl(url)
+    return url
 
 
 def robot_descriptions(scenario_file: str | Path) -> dict[str, str]:
@@ -89,11 +115,12 @@ def robot_descriptions(scenario_file: str | Path) -> dict[str, str]:
     scenario = Scenario.from_yaml(scenario_file)
     out = {}
     for robot in scenario.robots:
-        if not robot.file.endswith(".urdf"):
-            raise DescriptionError(f"{robot.where}: '{robot.file}' is not a URDF file; "
+        path = robot_file(scenario, robot)
+        if not path.endswith(".urdf"):
+            raise DescriptionError(f"{robot.where}: '{path}' is not a URDF file; "
                                    "robot_state_publisher needs URDF. Fix: keep "
                                    "publish_robot_tf true (the node publishes the robot's TF).")
-        out[robot.name] = ros_urdf(Path(robot.file).read_text(), robot.where)
+        out[robot.name] = ros_urdf(Path(path).read_text(), robot.where)
     return out
 
 

@@ -25,7 +25,7 @@ names are qualified the same way.  Nothing here imports rclpy.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Collection
 
 import numpy as np
@@ -59,12 +59,21 @@ class FrameLayout:
 
 @dataclass(frozen=True)
 class JointLayout:
-    """The robots' actuated joints in /joint_states order (robots in scenario order)."""
+    """
+    The robots' commanded joints (robots in scenario order), and the joints /joint_states shows.
+
+    ``names``, ``q_idx``, ``v_idx`` and ``robot_slices`` are the commanded
+    joints (the order of ~/velocity_commands); ``state_*`` add the coupled
+    joints (URDF <mimic>), which follow their leaders and take no command.
+    """
 
     names: tuple[str, ...]
     q_idx: np.ndarray
     v_idx: np.ndarray
     robot_slices: dict
+    state_names: tuple[str, ...] = ()
+    state_q_idx: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
+    state_v_idx: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
 
     @property
     def size(self) -> int:
@@ -75,16 +84,22 @@ class JointLayout:
 def joint_layout(model: QuasistaticModel) -> JointLayout:
     """Return the robots' joints, names qualified as <robot>/<joint> only where they clash."""
     pairs = [(r.name, j) for r in model.robots for j in r.joint_names]
-    counts = Counter(j for _, j in pairs)
+    followers = [(r.name, f) for r in model.robots for f in r.followers]
+    counts = Counter([j for _, j in pairs] + [f.joint_name for _, f in followers])
     names = tuple(j if counts[j] == 1 else f"{robot}/{j}" for robot, j in pairs)
+    coupled = tuple(f.joint_name if counts[f.joint_name] == 1 else f"{robot}/{f.joint_name}"
+                    for robot, f in followers)
     slices, start = {}, 0
     for robot in model.robots:
         slices[robot.name] = slice(start, start + len(robot.joint_names))
         start += len(robot.joint_names)
     q_idx = np.concatenate([r.q_idx for r in model.robots]) if model.robots else np.zeros(0)
     v_idx = np.concatenate([r.v_idx for r in model.robots]) if model.robots else np.zeros(0)
-    return JointLayout(names=names, q_idx=q_idx.astype(int), v_idx=v_idx.astype(int),
-                       robot_slices=slices)
+    return JointLayout(
+        names=names, q_idx=q_idx.astype(int), v_idx=v_idx.astype(int), robot_slices=slices,
+        state_names=names + coupled,
+        state_q_idx=np.array([*q_idx, *(f.q_idx for _, f in followers)], dtype=int),
+        state_v_idx=np.array([*v_idx, *(f.v_idx for _, f in followers)], dtype=int))
 
 
 def frame_layout(model: QuasistaticModel, frame_prefix: str = "",

@@ -309,7 +309,7 @@ class QuasistaticSimNode(Node):
         if t != self._published_time:
             self._published_time = t
             self.joint_state_pub.publish(conversions.joint_state_msg(
-                self.session.joints.names, self.session.joint_sample()))
+                self.session.joints.state_names, self.session.joint_sample()))
             if self.frames.moving:
                 self.tf_pub.publish(conversions.tf_msg(self.frames.moving,
                                                        self.session.body_poses(), t))

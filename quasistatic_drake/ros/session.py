@@ -103,12 +103,13 @@ class SimSession:
         return self.plant.get_step_status_output_port().Eval(self.plant_context)
 
     def joint_sample(self) -> JointSample:
-        """Return the robots' joint positions and the last step's joint velocities."""
+        """Return the joint positions and last velocities /joint_states shows (state_names)."""
         q = self.plant.get_positions(self.plant_context)
         result = self.outcome().result
-        v = (result.v[self.joints.v_idx] if result is not None and result.v is not None
-             else np.zeros(self.joints.size))
-        return JointSample(self.time, q[self.joints.q_idx], np.asarray(v, dtype=float))
+        joints = self.joints
+        v = (result.v[joints.state_v_idx] if result is not None and result.v is not None
+             else np.zeros(len(joints.state_names)))
+        return JointSample(self.time, q[joints.state_q_idx], np.asarray(v, dtype=float))
 
     def body_poses(self) -> list[RigidTransform]:
         """Return every body's pose in the world, by BodyIndex."""
