@@ -1,7 +1,7 @@
 """
 Primitive shapes: signed distance from points, and the feature points of a shape.
 
-Pure numerics (numpy and numba), no Drake.  Everything is expressed in the
+Pure numerics (numpy, scipy and numba), no Drake.  Everything is expressed in the
 shape's own frame G with Drake's conventions: a box is centred with half
 extents ``half``; a cylinder and a capsule are centred with their axis along z
 and half length ``half_length``; a half space is z <= 0 with outward normal +z;
@@ -26,8 +26,11 @@ measures to the farthest face plane), so contacts are seen early, never late.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import itertools
+from typing import NamedTuple
 
 import numpy as np
+from scipy.spatial import cKDTree
 
 from quasistatic_drake.manifold import (  # noqa: F401  (the kinds are re-exported)
     BOX, CAPSULE, CONVEX, CYLINDER, distances, HALFSPACE, OTHER, SPHERE)
@@ -134,6 +137,7 @@ def feature_points(shape: ShapeSpec) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _on_both_rims(circle: np.ndarray, half_length: float) -> np.ndarray:
+    """Return the circle's points (k x 2) on the top rim, then on the bottom one (2k x 3)."""
     top = np.column_stack([circle, np.full(len(circle), half_length)])
     bottom = np.column_stack([circle, np.full(len(circle), -half_length)])
     return np.vstack([top, bottom])
@@ -147,9 +151,10 @@ def convex_spec(vertices: np.ndarray, faces) -> ShapeSpec:
     either winding) describe a convex hull, such as Drake's ``GetConvexHull()``.
     """
     vertices = np.asarray(vertices, dtype=float).reshape(-1, 3)
-    planes, plane_of_face = hull_planes(vertices, faces)
+    corners, sizes = _flat_faces(faces)
+    planes, plane_of_face = _hull_planes(vertices, corners, sizes)
     return ShapeSpec(CONVEX, hull=vertices, planes=planes,
-                     edges=_hull_edges(faces, plane_of_face))
+                     edges=_hull_edges(corners, sizes, plane_of_face))
 
 
 def hull_planes(vertices: np.ndarray, faces) -> tuple[np.ndarray, list]:
@@ -164,45 +169,232 @@ def hull_planes(vertices: np.ndarray, faces) -> tuple[np.ndarray, list]:
     adds no plane, and degenerate faces are skipped.  Also returns each face's
     row in the planes (-1 for a degenerate face).  Raises ValueError if the
     planes do not bound a solid that holds every vertex.
+
+    The planes come in the order of the faces that start them: plane i is the
+    plane of the first face not on planes 0 to i - 1, and a face joins the
+    first plane it lies on (normals within ``PLANE_COS`` and every corner
+    within ``ON_PLANE`` times the hull's size of that plane).  The work is
+    vectorised: only faces whose normals are that close are compared.
     """
     vertices = np.asarray(vertices, dtype=float)
+    corners, sizes = _flat_faces(faces)
+    planes, plane_of_face = _hull_planes(vertices, corners, sizes)
+    return planes, plane_of_face.tolist()
+
+
+PLANE_COS = 0.999   # faces whose unit normals' dot product exceeds this may share a plane
+ON_PLANE = 1e-8     # ... if their corners lie this close (times the hull's size) to it
+INSIDE = 1e-7       # how far (times the hull's size) a vertex may lie outside a plane
+NORMAL_RADIUS = np.sqrt(2.0 * (1.0 - PLANE_COS)) * (1.0 + 1e-6)   # |n - m| for PLANE_COS
+SPLIT = 32          # split the faces when they average more close normals than this
+
+
+def _flat_faces(faces) -> tuple[np.ndarray, np.ndarray]:
+    """Return the faces' vertex indices end to end (int64) and each face's number of them."""
+    if isinstance(faces, np.ndarray) and faces.ndim == 2:
+        return (faces.astype(np.int64).ravel(),
+                np.full(len(faces), faces.shape[1], dtype=np.int64))
+    faces = list(faces)
+    sizes = np.fromiter(map(len, faces), dtype=np.int64, count=len(faces))
+    corners = np.fromiter(itertools.chain.from_iterable(faces), dtype=np.int64,
+                          count=int(sizes.sum()))
+    return corners, sizes
+
+
+def _hull_planes(vertices: np.ndarray, corners: np.ndarray,
+                 sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return :func:`hull_planes` of faces given as :func:`_flat_faces`; plane_of_face as int64."""
     centroid = vertices.mean(axis=0)
     scale = max(float(np.max(np.linalg.norm(vertices - centroid, axis=1), initial=0.0)), 1e-12)
-    on_plane = 1e-8 * scale     # a face whose corners are this close to a plane is on it
-    planes, plane_of_face = [], []
-    for face in faces:
-        corners = vertices[np.asarray(face, dtype=int)]
-        edges = corners - corners.mean(axis=0)
-        normal = np.cross(edges, np.roll(edges, -1, axis=0)).sum(axis=0)   # Newell
-        norm = np.linalg.norm(normal)
-        if len(corners) < 3 or norm <= 1e-12 * scale * scale:
-            plane_of_face.append(-1)
-            continue
-        normal /= norm
-        offset = float(np.mean(corners @ normal))
-        if offset - normal @ centroid < 0.0:
-            normal, offset = -normal, -offset
-        same = [k for k, (n, o) in enumerate(planes)
-                if normal @ n > 0.999 and np.max(np.abs(corners @ n - o)) <= on_plane]
-        if not same:
-            same = [len(planes)]
-            planes.append((normal, offset))
-        plane_of_face.append(same[0])
-    out = np.array([[*n, o] for n, o in planes]).reshape(-1, 4)
-    if len(out) < 4 or np.max(vertices @ out[:, :3].T - out[:, 3]) > 1e-7 * scale:
+    normals, offsets = _face_normals(vertices, corners, sizes, centroid, scale)
+    faces = _Faces(vertices, corners, sizes, np.cumsum(sizes) - sizes, normals, offsets,
+                   ON_PLANE * scale)
+    owner = _plane_owners(faces, np.flatnonzero(~np.isnan(offsets)))
+    is_first = owner == np.arange(len(sizes))
+    row = np.cumsum(is_first) - 1
+    plane_of_face = np.where(owner >= 0, row[owner], -1)
+    planes = np.ascontiguousarray(np.column_stack([normals[is_first], offsets[is_first]]))
+    if len(planes) < 4 or _max_excess(vertices, planes) > INSIDE * scale:
         raise ValueError("the faces do not bound a convex solid holding all its vertices")
-    return np.ascontiguousarray(out), plane_of_face
+    return planes, plane_of_face
 
 
-def _hull_edges(faces, plane_of_face) -> np.ndarray:
-    """Return the hull's edges (e x 2 vertex indices), without those inside a merged face."""
-    planes_of_edge: dict = {}
-    for face, plane in zip(faces, plane_of_face):
-        face = [int(v) for v in face]
-        for a, b in zip(face, face[1:] + face[:1]):
-            planes_of_edge.setdefault((min(a, b), max(a, b)), set()).add(plane)
-    edges = [e for e, planes in planes_of_edge.items() if len(planes) > 1 or -1 in planes]
-    return np.array(sorted(edges), dtype=np.int64).reshape(-1, 2)
+def _face_normals(vertices, corners, sizes, centroid, scale) -> tuple[np.ndarray, np.ndarray]:
+    """
+    Return each face's outward unit normal (f x 3) and offset (f,), Newell's method.
+
+    Faces of the same number of corners are done together.  A degenerate face
+    (fewer than 3 corners, or a vanishing normal) has the offset NaN.
+    """
+    normals = np.zeros((len(sizes), 3))
+    offsets = np.full(len(sizes), np.nan)
+    starts = np.cumsum(sizes) - sizes
+    for size in np.unique(sizes[sizes >= 3]):
+        faces = np.flatnonzero(sizes == size)
+        points = vertices[corners[starts[faces, None] + np.arange(size)]]    # (g, size, 3)
+        edges = points - points.mean(axis=1, keepdims=True)
+        normal = np.cross(edges, np.roll(edges, -1, axis=1)).sum(axis=1)
+        norm = np.linalg.norm(normal, axis=1)
+        keep = norm > 1e-12 * scale * scale
+        faces, points, normal = faces[keep], points[keep], normal[keep] / norm[keep, None]
+        offset = np.einsum('fkc,fc->fk', points, normal).mean(axis=1)
+        flip = offset - normal @ centroid < 0.0
+        normal[flip], offset[flip] = -normal[flip], -offset[flip]
+        normals[faces], offsets[faces] = normal, offset
+    return normals, offsets
+
+
+class _Faces(NamedTuple):
+    """The faces of a hull, flat (:func:`_flat_faces`), with their planes."""
+
+    vertices: np.ndarray   # (k, 3)
+    corners: np.ndarray    # the faces' vertex indices end to end
+    sizes: np.ndarray      # each face's number of corners
+    starts: np.ndarray     # where each face's corners start in ``corners``
+    normals: np.ndarray    # (f, 3) outward unit normals (zero for a degenerate face)
+    offsets: np.ndarray    # (f,) offsets (NaN for a degenerate face)
+    on_plane: float        # how close to a plane a face's corners must be to lie on it
+
+
+def _plane_owners(faces: _Faces, valid: np.ndarray) -> np.ndarray:
+    """
+    Return for each face the face that starts its plane (itself if it starts one; -1: none).
+
+    The greedy rule of :func:`hull_planes`: in order, a face joins the first
+    plane it lies on, or else starts a plane.  Only faces whose normals are
+    close (a k-d tree of the normals: |n - m|^2 = 2 - 2 n . m) are compared.
+    """
+    owner = np.full(len(faces.sizes), -1, dtype=np.int64)
+    _settle(faces, valid, owner)
+    return owner
+
+
+def _settle(faces: _Faces, block: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """
+    Set ``owner`` of the faces ``block`` (ascending), which lie on no earlier plane.
+
+    Return the faces of ``block`` that start a plane.  When many faces have
+    nearly the same normal (a triangulated flat face), comparing them all would
+    take time quadratic in their number: then the first half is settled, the
+    second half compared with its planes and the rest settled in turn.
+    """
+    if len(block) > 2 * SPLIT and _close_pairs_estimate(faces.normals[block]) > SPLIT * len(block):
+        half = len(block) // 2
+        planes = _settle(faces, block[:half], owner)
+        rest = _join(faces, block[half:], planes, owner)
+        return np.concatenate([planes, _settle(faces, rest, owner)])
+    pairs = cKDTree(faces.normals[block]).query_pairs(NORMAL_RADIUS, output_type='ndarray')
+    earlier, later = np.sort(pairs.reshape(-1, 2), axis=1).T
+    on = _lies_on(faces, block[later], block[earlier])
+    owner[block] = block[_first_planes(len(block), earlier[on], later[on])]
+    return block[owner[block] == block]
+
+
+def _close_pairs_estimate(normals: np.ndarray) -> float:
+    """Return about how many pairs of the unit normals are within NORMAL_RADIUS: per grid cell."""
+    cell = np.floor(normals / NORMAL_RADIUS).astype(np.int64) + 64     # 0 < cell < 128
+    _, counts = np.unique((cell[:, 0] << 14) | (cell[:, 1] << 7) | cell[:, 2],
+                          return_counts=True)
+    return 0.5 * float(np.sum(counts * (counts - 1)))
+
+
+def _join(faces: _Faces, block: np.ndarray, planes: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """Set ``owner`` of the faces ``block`` that lie on a face of ``planes`` (all earlier)."""
+    pairs = cKDTree(faces.normals[block]).sparse_distance_matrix(
+        cKDTree(faces.normals[planes]), NORMAL_RADIUS, output_type='ndarray')
+    face, plane = pairs['i'], planes[pairs['j']]
+    on = _lies_on(faces, block[face], plane)
+    first = np.full(len(block), len(faces.sizes), dtype=np.int64)
+    np.minimum.at(first, face[on], plane[on])          # the first plane it lies on
+    joins = first < len(faces.sizes)
+    owner[block[joins]] = first[joins]
+    return block[~joins]
+
+
+def _lies_on(faces: _Faces, face: np.ndarray, plane: np.ndarray) -> np.ndarray:
+    """
+    Return whether each ``face`` lies on the plane of the face ``plane`` (element-wise).
+
+    That is: their normals' dot product exceeds PLANE_COS and every corner of
+    ``face`` is within ``on_plane`` of the plane.
+    """
+    close = np.einsum('pc,pc->p', faces.normals[face], faces.normals[plane]) > PLANE_COS
+    face, plane = face[close], plane[close]
+    if len(face) == 0:
+        return close
+    # Every corner of each face against its plane, the pairs end to end.
+    counts = faces.sizes[face]
+    pair = np.repeat(np.arange(len(face)), counts)
+    first = np.cumsum(counts) - counts
+    index = faces.starts[face][pair] + np.arange(len(pair)) - first[pair]
+    height = np.einsum('pc,pc->p', faces.vertices[faces.corners[index]],
+                       faces.normals[plane][pair]) - faces.offsets[plane][pair]
+    close[close] = np.maximum.reduceat(np.abs(height), first) <= faces.on_plane
+    return close
+
+
+def _first_planes(n: int, earlier: np.ndarray, later: np.ndarray) -> np.ndarray:
+    """
+    Return for each of n faces the face that starts its plane, in the greedy order.
+
+    ``later[i]`` lies on the plane of ``earlier[i]`` (< later[i]); the faces
+    lie on no earlier plane.  A face starts a plane unless it lies on the
+    plane of an earlier face that starts one, and then it joins the first
+    such.  Usually the earliest face a face lies on starts a plane itself
+    (lying on a plane is transitive); the other faces are settled one by one.
+    """
+    owner = np.arange(n)
+    first = np.full(n, n, dtype=np.int64)
+    np.minimum.at(first, later, earlier)
+    joined = np.flatnonzero(first < n)
+    starts = np.ones(n, dtype=bool)
+    starts[joined] = False
+    settled = starts[first[joined]]     # the earliest face it lies on starts a plane
+    owner[joined[settled]] = first[joined[settled]]
+    unsettled = joined[~settled]
+    if len(unsettled):
+        pick = np.isin(later, unsettled)
+        order = np.lexsort((earlier[pick], later[pick]))
+        candidates = np.split(earlier[pick][order],
+                              np.flatnonzero(np.diff(later[pick][order])) + 1)
+        for face, on in zip(unsettled, candidates):      # unsettled is sorted, as later is
+            plane = next((f for f in on if starts[f]), None)
+            if plane is None:
+                starts[face] = True
+            else:
+                owner[face] = plane
+    return owner
+
+
+def _max_excess(vertices: np.ndarray, planes: np.ndarray, block: int = 1024) -> float:
+    """Return the largest n . v - offset over the vertices v and the planes, in blocks."""
+    homogeneous = np.column_stack([vertices, np.full(len(vertices), -1.0)])   # [v, -1]
+    return max(float(np.max(homogeneous @ planes[k:k + block].T))
+               for k in range(0, len(planes), block))
+
+
+def _hull_edges(corners: np.ndarray, sizes: np.ndarray, plane_of_face) -> np.ndarray:
+    """
+    Return the hull's edges (e x 2 vertex indices, sorted), without those inside a merged face.
+
+    An edge is kept if the faces around it lie on more than one plane, or if
+    one of them is degenerate.
+    """
+    starts = np.cumsum(sizes) - sizes
+    following = np.arange(1, len(corners) + 1)
+    ends = starts + sizes - 1
+    following[ends[sizes > 0]] = starts[sizes > 0]
+    a, b = corners, corners[following]
+    low, high = np.minimum(a, b), np.maximum(a, b)
+    plane = np.repeat(np.asarray(plane_of_face, dtype=np.int64), sizes)
+    order = np.lexsort((plane, high, low))
+    low, high, plane = low[order], high[order], plane[order]
+    new = np.ones(len(low), dtype=bool)
+    new[1:] = (low[1:] != low[:-1]) | (high[1:] != high[:-1])
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], len(low)) - 1
+    keep = (plane[first] != plane[last]) | (plane[first] == -1)
+    return np.column_stack([low[first][keep], high[first][keep]]).astype(np.int64).reshape(-1, 2)
 
 
 def face_planes(shape: ShapeSpec) -> np.ndarray:
