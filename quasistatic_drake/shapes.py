@@ -1,7 +1,7 @@
 """
 Primitive shapes: signed distance from points, and the feature points of a shape.
 
-Pure numerics (numpy, scipy and numba), no Drake.  Everything is expressed in the
+Pure numerics (numpy and numba), no Drake.  Everything is expressed in the
 shape's own frame G with Drake's conventions: a box is centred with half
 extents ``half``; a cylinder and a capsule are centred with their axis along z
 and half length ``half_length``; a half space is z <= 0 with outward normal +z;
@@ -30,7 +30,6 @@ import itertools
 from typing import NamedTuple
 
 import numpy as np
-from scipy.spatial import cKDTree
 
 from quasistatic_drake.manifold import (  # noqa: F401  (the kinds are re-exported)
     BOX, CAPSULE, CONVEX, CYLINDER, distances, HALFSPACE, OTHER, SPHERE)
@@ -174,7 +173,7 @@ def hull_planes(vertices: np.ndarray, faces) -> tuple[np.ndarray, list]:
     plane of the first face not on planes 0 to i - 1, and a face joins the
     first plane it lies on (normals within ``PLANE_COS`` and every corner
     within ``ON_PLANE`` times the hull's size of that plane).  The work is
-    vectorised: only faces whose normals are that close are compared.
+    vectorised: only faces with nearly the same normal are compared.
     """
     vertices = np.asarray(vertices, dtype=float)
     corners, sizes = _flat_faces(faces)
@@ -186,7 +185,8 @@ PLANE_COS = 0.999   # faces whose unit normals' dot product exceeds this may sha
 ON_PLANE = 1e-8     # ... if their corners lie this close (times the hull's size) to it
 INSIDE = 1e-7       # how far (times the hull's size) a vertex may lie outside a plane
 NORMAL_RADIUS = np.sqrt(2.0 * (1.0 - PLANE_COS)) * (1.0 + 1e-6)   # |n - m| for PLANE_COS
-SPLIT = 32          # split the faces when they average more close normals than this
+SPLIT = 32          # split the faces when they have more neighbours than this each
+_NEIGHBOURS = np.array(list(itertools.product((-1, 0, 1), repeat=3)))   # grid cubes
 
 
 def _flat_faces(faces) -> tuple[np.ndarray, np.ndarray]:
@@ -261,8 +261,8 @@ def _plane_owners(faces: _Faces, valid: np.ndarray) -> np.ndarray:
     Return for each face the face that starts its plane (itself if it starts one; -1: none).
 
     The greedy rule of :func:`hull_planes`: in order, a face joins the first
-    plane it lies on, or else starts a plane.  Only faces whose normals are
-    close (a k-d tree of the normals: |n - m|^2 = 2 - 2 n . m) are compared.
+    plane it lies on, or else starts a plane.  Only faces whose normals fall
+    in the same or neighbouring cubes of a grid (:func:`_near`) are compared.
     """
     owner = np.full(len(faces.sizes), -1, dtype=np.int64)
     _settle(faces, valid, owner)
@@ -278,37 +278,65 @@ def _settle(faces: _Faces, block: np.ndarray, owner: np.ndarray) -> np.ndarray:
     take time quadratic in their number: then the first half is settled, the
     second half compared with its planes and the rest settled in turn.
     """
-    if len(block) > 2 * SPLIT and _close_pairs_estimate(faces.normals[block]) > SPLIT * len(block):
+    cubes = _cubes(faces.normals[block])
+    near = _near(cubes, cubes)
+    if len(block) > 2 * SPLIT and near[1].sum() > 2 * SPLIT * len(block):
         half = len(block) // 2
         planes = _settle(faces, block[:half], owner)
         rest = _join(faces, block[half:], planes, owner)
         return np.concatenate([planes, _settle(faces, rest, owner)])
-    pairs = cKDTree(faces.normals[block]).query_pairs(NORMAL_RADIUS, output_type='ndarray')
-    earlier, later = np.sort(pairs.reshape(-1, 2), axis=1).T
+    earlier, later = _pairs(*near)
+    earlier, later = earlier[earlier < later], later[earlier < later]
     on = _lies_on(faces, block[later], block[earlier])
     owner[block] = block[_first_planes(len(block), earlier[on], later[on])]
     return block[owner[block] == block]
 
 
-def _close_pairs_estimate(normals: np.ndarray) -> float:
-    """Return about how many pairs of the unit normals are within NORMAL_RADIUS: per grid cell."""
-    cell = np.floor(normals / NORMAL_RADIUS).astype(np.int64) + 64     # 0 < cell < 128
-    _, counts = np.unique((cell[:, 0] << 14) | (cell[:, 1] << 7) | cell[:, 2],
-                          return_counts=True)
-    return 0.5 * float(np.sum(counts * (counts - 1)))
-
-
 def _join(faces: _Faces, block: np.ndarray, planes: np.ndarray, owner: np.ndarray) -> np.ndarray:
     """Set ``owner`` of the faces ``block`` that lie on a face of ``planes`` (all earlier)."""
-    pairs = cKDTree(faces.normals[block]).sparse_distance_matrix(
-        cKDTree(faces.normals[planes]), NORMAL_RADIUS, output_type='ndarray')
-    face, plane = pairs['i'], planes[pairs['j']]
+    face, plane = _pairs(*_near(_cubes(faces.normals[block]), _cubes(faces.normals[planes])))
+    plane = planes[plane]
     on = _lies_on(faces, block[face], plane)
     first = np.full(len(block), len(faces.sizes), dtype=np.int64)
     np.minimum.at(first, face[on], plane[on])          # the first plane it lies on
     joins = first < len(faces.sizes)
     owner[block[joins]] = first[joins]
     return block[~joins]
+
+
+def _cubes(normals: np.ndarray) -> np.ndarray:
+    """Return the grid cube (k x 3 indices, cubes NORMAL_RADIUS wide) of each unit normal."""
+    return np.floor(normals / NORMAL_RADIUS).astype(np.int64)
+
+
+def _near(cubes: np.ndarray, others: np.ndarray) -> tuple:
+    """
+    Return where each of ``cubes`` finds ``others`` in the same or a neighbouring cube.
+
+    Normals close enough to share a plane are in such cubes.  The answer is
+    (start, count, order): in ``order``, the others sorted by cube, those in
+    cube ``cubes[i] + _NEIGHBOURS[d]`` are ``count[d, i]`` from ``start[d, i]`` on.
+    """
+    if len(cubes) == 0 or len(others) == 0:
+        empty = np.zeros((len(_NEIGHBOURS), len(cubes)), dtype=np.int64)
+        return empty, empty, np.zeros(0, dtype=np.int64)
+    low = np.minimum(cubes.min(axis=0), others.min(axis=0)) - 1    # a margin of one cube
+    shape = np.maximum(cubes.max(axis=0), others.max(axis=0)) + 2 - low
+    steps = np.array([shape[1] * shape[2], shape[2], 1])
+    where = (others - low) @ steps
+    count = np.bincount(where, minlength=int(np.prod(shape)))
+    start = np.cumsum(count) - count
+    targets = ((cubes - low) @ steps)[None, :] + (_NEIGHBOURS @ steps)[:, None]
+    return start[targets], count[targets], np.argsort(where, kind='stable')
+
+
+def _pairs(start: np.ndarray, count: np.ndarray, order: np.ndarray) -> tuple:
+    """Return the index pairs (into cubes, into others) that :func:`_near` found."""
+    count = count.ravel()
+    row = np.repeat(np.arange(len(count)), count)
+    first = np.cumsum(count) - count
+    other = order[start.ravel()[row] + np.arange(len(row)) - first[row]]
+    return row % start.shape[1], other
 
 
 def _lies_on(faces: _Faces, face: np.ndarray, plane: np.ndarray) -> np.ndarray:

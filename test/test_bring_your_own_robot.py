@@ -16,6 +16,8 @@ from quasistatic_drake import QuasistaticSimulator, Scenario, ScenarioError
 from quasistatic_drake.ros.description import robot_descriptions
 from quasistatic_drake.ros.frames import joint_layout
 
+X_Z_PLANE = [('x', 'prismatic', '1 0 0'), ('z', 'prismatic', '0 0 1'),
+             ('ry', 'revolute', '0 1 0')]
 PAD = '<geometry><box size="0.02 0.06 0.06"/></geometry>'
 INERTIA = '<inertia ixx="1e-4" ixy="0" ixz="0" iyy="1e-4" iyz="0" izz="1e-4"/>'
 
@@ -191,8 +193,8 @@ def test_packages_resolve_in_the_engine_and_in_robot_description(tmp_path):
     assert 'fz' in robot_descriptions(tmp_path / 's.yaml')['finger']
 
 
-def test_ros_package_path_resolves_in_the_engine_and_in_robot_description(tmp_path,
-                                                                         monkeypatch):
+def test_ros_package_path_resolves_in_the_engine_and_in_robot_description(
+        tmp_path, monkeypatch):
     root = package(tmp_path / 'ws', 'ros_models')
     monkeypatch.setenv('ROS_PACKAGE_PATH', str(root.parent))
     data = package_scene(tmp_path, 'ros_models')
@@ -338,9 +340,7 @@ def planar_box_urdf(axes):
 
 def test_two_friction_directions_lie_in_an_x_z_plane(tmp_path):
     """A box in the x-z plane, pulled along x by 20 % of its weight, sticks at mu = 0.5."""
-    box = write(tmp_path, 'planar.urdf', planar_box_urdf(
-        [('x', 'prismatic', '1 0 0'), ('z', 'prismatic', '0 0 1'), ('ry', 'revolute',
-                                                                      '0 1 0')]))
+    box = write(tmp_path, 'planar.urdf', planar_box_urdf(X_Z_PLANE))
     finger = write(tmp_path, 'finger.urdf', urdf_cartesian_robot(
         'finger', [('fz', 'world', '0 0 1', PAD)]))
     sim = make_sim(tmp_path, {
@@ -367,9 +367,7 @@ def test_two_friction_directions_for_a_free_body_are_refused(tmp_path):
 
 
 def test_object_pose_is_the_physical_body_not_a_ghost_link(tmp_path):
-    box = write(tmp_path, 'planar.urdf', planar_box_urdf(
-        [('x', 'prismatic', '1 0 0'), ('z', 'prismatic', '0 0 1'), ('ry', 'revolute',
-                                                                      '0 1 0')]))
+    box = write(tmp_path, 'planar.urdf', planar_box_urdf(X_Z_PLANE))
     data = {'objects': [{'name': 'box', 'file': box, 'initial_positions': [0.3, 0.05, 0.0]}],
             'environment': [ground_entry(tmp_path)]}
     sim = make_sim(tmp_path, data)
