@@ -412,14 +412,3 @@ def test_the_plane_order_and_the_edges_follow_the_faces():
     assert not np.allclose(planes, shuffled)
     np.testing.assert_array_equal(convex_spec(vertices, simplices).edges,
                                   convex_spec(vertices, simplices[order]).edges)
-
-
-def test_a_hull_of_3000_faces_takes_milliseconds():
-    """Check that convex_spec takes under 0.5 s on 3000 faces (the loop took about 3 s)."""
-    vertices, simplices = random_hull(7, 1502, 'capsule')
-    faces = simplices.tolist()
-    convex_spec(vertices, faces)
-    start = time.perf_counter()
-    spec = convex_spec(vertices, faces)
-    assert time.perf_counter() - start < 0.5
-    assert len(spec.planes) > 2900
