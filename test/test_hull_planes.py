@@ -10,7 +10,6 @@ and hulls whose coplanarity is not transitive.
 
 import importlib.util
 import os
-import time
 
 import numpy as np
 from pydrake.geometry import Convex
