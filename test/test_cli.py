@@ -44,3 +44,15 @@ def test_bad_arguments_get_clear_errors(tmp_path):
     bad_yaml.write_text('time_step: 0.1\nrobotz: []\n')
     unknown = run_cli('info', str(bad_yaml))
     assert unknown.returncode == 2 and "unknown key(s) ['robotz']" in unknown.stderr
+
+
+def test_convert_qsim_subcommand_writes_a_scenario_that_loads(tmp_path):
+    out = tmp_path / 'pusher.yaml'
+    q_sys = os.path.join(REPO_ROOT, 'test', 'data', 'qsim', 'models', 'q_sys', 'pusher_box.yml')
+    done = run_cli('convert-qsim', q_sys, '--time-step', '0.1', '-o', str(out))
+    assert done.returncode == 0, done.stderr
+    info = run_cli('info', str(out))
+    assert info.returncode == 0, info.stderr
+    assert 'robot pusher' in info.stdout and 'object box' in info.stdout
+    missing = run_cli('convert-qsim', str(tmp_path / 'nowhere.yml'))
+    assert missing.returncode == 2 and 'does not exist' in missing.stderr

@@ -20,7 +20,7 @@ from pydrake.geometry import Meshcat
 from browser import ARTIFACTS_DIR, count_colour, image_stats, is_blank, screenshot
 from conftest import REPO_ROOT
 from quasistatic_drake import QuasistaticSimulator, Scenario
-from quasistatic_drake.apps.pick_and_place import (PickPlaceTask, plan_pick_and_place,
+from quasistatic_drake.apps.pick_and_place import (Finger, PickPlaceTask, plan_pick_and_place,
                                                    run_pick_and_place)
 from quasistatic_drake.apps.planning import DiffIkPlanner, PlanningError
 from quasistatic_drake.quasistatic_plant import QuasistaticPlant
@@ -88,17 +88,23 @@ def test_planner_errors_say_what_went_wrong():
     with pytest.raises(PlanningError, match=r"differential IK failed at step \d+ \(towards "
                                             r"waypoint 'carry'\)"):
         plan_pick_and_place(engine, far)
-    narrow = replace(PickPlaceTask(), open_gripper=0.02)
+    narrow = replace(PickPlaceTask(), fingers=(Finger('wsg_left_finger_joint', 0.02, 0.0),
+                                               Finger('wsg_right_finger_joint', 0.02, 0.0)))
     with pytest.raises(PlanningError, match=r"'cylinder' is 60 mm wide across the fingers; the "
                                             r"gripper opens to 40 mm"):
         plan_pick_and_place(engine, narrow)
+    squeezed = replace(PickPlaceTask(), squeeze=0.04)
+    with pytest.raises(PlanningError, match=r"squeezing it by 40 mm takes finger "
+                                            r"'wsg_left_finger_joint' to -0.01, past its closed "
+                                            r"position 0"):
+        plan_pick_and_place(engine, squeezed)
     with pytest.raises(PlanningError, match="no robot 'arm'"):
         DiffIkPlanner(scenario, 'arm', 'gripper_tcp')
     with pytest.raises(PlanningError, match="no frame 'tool0'"):
-        DiffIkPlanner(scenario, 'iiwa', 'tool0')
+        DiffIkPlanner(engine.model, 'iiwa', 'tool0')
     with pytest.raises(PlanningError, match=r"no joint\(s\) \['finger'\]"):
-        DiffIkPlanner(scenario, 'iiwa', 'gripper_tcp', ['finger'])
-    planner = DiffIkPlanner(scenario, 'iiwa', 'gripper_tcp')
+        DiffIkPlanner(engine.model, 'iiwa', 'gripper_tcp', ['finger'])
+    planner = DiffIkPlanner(engine.model, 'iiwa', 'gripper_tcp')
     with pytest.raises(PlanningError, match='q_start must be 9 finite joint positions'):
         planner.plan(np.full(9, np.nan), [], 0.1)
 

@@ -3,8 +3,9 @@ The ``quasistatic-drake`` console script.
 
 Subcommands:
   demo   a 7-DOF arm with a parallel-jaw gripper picks a cylinder off a table,
-         carries it and places it (config/arm_pick_place.yaml), shown live in
-         Meshcat, with a summary and optional JSON and HTML replay;
+         carries it and places it (config/arm_pick_place.yaml, or any arm and
+         gripper a scenario's task: block names), shown live in Meshcat, with a
+         summary and optional JSON and HTML replay;
   paper-2d  Pang & Tedrake 2018's 2D gripper-cylinder example (MIQP against Trinkle's LCP),
          built from eqs. 24-28 and through Drake; JSON and the panels of Figs. 5-6;
   push   a spherical finger pushes a box across a table (config/finger_push.yaml)
@@ -24,7 +25,7 @@ import numpy as np
 from pydrake.geometry import Meshcat
 from pydrake.math import RollPitchYaw
 
-from quasistatic_drake.apps import paper_2d
+from quasistatic_drake.apps import convert_qsim, paper_2d
 from quasistatic_drake.paths import package_share_dir
 from quasistatic_drake.apps.pick_and_place import PickPlaceTask, StepRecord, run_pick_and_place
 from quasistatic_drake.apps.planning import PlanningError
@@ -49,13 +50,30 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog='quasistatic-drake', description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest='command', required=True)
-    demo = commands.add_parser('demo', help='the arm picks and places a cylinder')
+    demo = commands.add_parser(
+        'demo', help='the arm picks and places a cylinder',
+        description='An arm with a parallel-jaw gripper picks an object and places it. What '
+                    "to drive comes from the scenario's task: block; the options below "
+                    'override its keys.')
     demo.add_argument('--scenario', type=Path,
-                      help='scenario YAML with the robot "iiwa" (arm + gripper) and an object '
-                           '(default: config/arm_pick_place.yaml, or with --formulation miqp '
-                           'config/arm_pick_place_miqp.yaml, its h = 0.01 s variant)')
-    demo.add_argument('--object', default='',
-                      help="the object to pick (default: the scenario's first object)")
+                      help='scenario YAML with an arm, a gripper and an object, named by its '
+                           'task: block (default: config/arm_pick_place.yaml, or with '
+                           '--formulation miqp config/arm_pick_place_miqp.yaml, its h = 0.01 s '
+                           'variant)')
+    demo.add_argument('--object', help='task.object: the object to pick (without it or the '
+                                       "key: the scenario's first object)")
+    demo.add_argument('--arm', help='task.arm: the robot driven by differential IK (without '
+                                    'it or the key: "iiwa")')
+    demo.add_argument('--gripper', help='task.gripper: the robot with the finger joints '
+                                        '(without it or the key: the arm)')
+    demo.add_argument('--tcp-frame', help="task.tcp_frame: the TCP frame, 'model::frame' or a "
+                                          'frame of the arm or the gripper (without it or the '
+                                          'key: "gripper_tcp")')
+    demo.add_argument('--finger', action='append', type=_finger, metavar='JOINT:OPEN:CLOSED',
+                      help='task.fingers: a finger joint, its position with the gripper open '
+                           'and fully closed [m]; repeat it for each finger (the list replaces '
+                           "the scenario's; without it or the key: the WSG's two fingers, "
+                           'open 0.05, closed 0)')
     demo.add_argument('--formulation', choices=registry.names(),
                       help="override the scenario's formulation")
     demo.add_argument('--no-meshcat', action='store_true', help='run headless')
@@ -86,6 +104,10 @@ def _parser() -> argparse.ArgumentParser:
     info = commands.add_parser('info', help='print what a scenario contains')
     info.add_argument('scenario', type=Path)
     info.set_defaults(run=run_info)
+    convert = commands.add_parser(
+        'convert-qsim', help="write a scenario from a qsim q_sys file (docs/qsim.md)")
+    convert_qsim.add_arguments(convert)
+    convert.set_defaults(run=convert_qsim.run)
     return parser
 
 
@@ -94,6 +116,19 @@ def _positive(text: str) -> float:
     if not np.isfinite(value) or value <= 0.0:
         raise argparse.ArgumentTypeError(f'must be a positive number, got {text}')
     return value
+
+
+def _finger(text: str) -> dict:
+    """Return a ``task.fingers`` entry from JOINT:OPEN:CLOSED."""
+    joint, _, rest = text.partition(':')
+    open_, _, closed = rest.partition(':')
+    try:
+        if not joint or not closed:
+            raise ValueError
+        return {'joint': joint, 'open': float(open_), 'closed': float(closed)}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'expected JOINT:OPEN:CLOSED (a joint name and two '
+                                         f'numbers), got {text}') from None
 
 
 def _non_negative(text: str) -> float:
@@ -121,13 +156,15 @@ def run_arm_demo(args) -> int:
     scenario = Scenario.from_yaml(args.scenario or _default_arm_scene(args.formulation))
     if args.formulation:
         scenario = scenario.with_formulation(args.formulation)
+    task = PickPlaceTask.from_scenario(scenario, arm=args.arm, gripper=args.gripper,
+                                       tcp_frame=args.tcp_frame, fingers=args.finger,
+                                       object=args.object)
     meshcat = None
     if not args.no_meshcat:
         meshcat = Meshcat()
         print(f'Meshcat: open {meshcat.web_url()} in a browser to watch.', flush=True)
     rate = args.realtime_rate if args.realtime_rate is not None else (0.0 if meshcat is None
                                                                       else 1.0)
-    task = PickPlaceTask(object=args.object)
     print(f'Pick and place ({scenario.source}): h = {scenario.time_step} s, '
           f'{scenario.formulation}, realtime rate {rate or "unlimited"}')
     print(f"{'t [s]':>6} {'waypoint':>10} {'object x':>9} {'object y':>9} {'object z':>9} "
@@ -283,7 +320,7 @@ def run_info(args) -> int:
         print(f'object {obj.name}: base {obj.base_body}, {len(obj.v_idx)} DOFs, '
               f'xyz = {np.round(xyz, 4).tolist()}')
     for env in sim.scenario.environment:
-        print(f'environment {env.name}: {env.file}')
+        print(f'environment {env.name}: {sim.model.file_of(env.name)}')
     sim.model.set_positions(q)
     contacts = sim.detector.detect(sim.scenario.contact_detection_tolerance)
     print(f'{contacts.n_c} contact points within '

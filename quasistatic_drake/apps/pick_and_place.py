@@ -1,23 +1,45 @@
 """
-The arm demo: a 7-DOF arm with a parallel-jaw gripper picks an object off the table and places it.
+The arm demo: an arm with a parallel-jaw gripper picks an object off the table and places it.
 
 The task is a list of TCP waypoints (planning.Waypoint) built from the
 object's initial pose and the place target: above the object, down to the
 grasp, close, lift, carry sideways, put down, open, retreat.  The planner
-(planning.DiffIkPlanner) turns them into one joint velocity command per step;
-a TrajectorySource holds each command over its step and feeds the
-QuasistaticPlant in a Diagram, optionally drawn live in Meshcat and recorded
-for a self-contained HTML replay.
+(planning.DiffIkPlanner) turns them into one joint velocity command per step
+for the arm robot (differential IK) and the gripper robot (its finger
+joints; the same robot when one model holds both); a TrajectorySource per
+robot holds each command over its step and feeds the QuasistaticPlant in a
+Diagram, optionally drawn live in Meshcat and recorded for a self-contained
+HTML replay.
 
-The grasp squeezes: the fingers' reference closes ``squeeze`` metres past the
-object's surface, so the finger springs press with about K * squeeze.
+What to drive comes from the scenario's ``task:`` block (PickPlaceTask.from_scenario;
+the demo's options override it), or the defaults, which fit
+urdf/iiwa14_wsg50.urdf (one robot 'iiwa' with arm, WSG-like fingers and the
+frame ``gripper_tcp``)::
+
+    task:
+      arm: iiwa                  # the robot the differential IK drives
+      gripper: gripper           # the robot with the finger joints (default: the arm)
+      tcp_frame: gripper::tcp    # 'model::frame', or a frame of the arm or the gripper
+      fingers:                   # each finger joint: its open and fully closed position
+        - {joint: left_jaw_joint, open: 0.01, closed: 0.06}
+        - {joint: right_jaw_joint, open: -0.01, closed: -0.06}
+      object: cylinder           # default: the scenario's first object
+      # and the motion's geometry: place_offset, approach_height, lift_height,
+      # tcp_to_palm, palm_clearance, squeeze, hold_force, durations (PickPlaceTask)
+
+Each finger closes from ``open`` towards ``closed``, whichever sign that is.
+The grasp is measured on the collision geometry: the TCP's z axis points
+down along the fingers; the palm (what is welded to the TCP's body) stops
+``palm_clearance`` above the object's top; each finger's reference closes
+``squeeze`` metres past where its pad meets the object, so the finger springs
+press with about K * squeeze.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 from pydrake.geometry import Meshcat, MeshcatVisualizer, MeshcatVisualizerParams
@@ -25,39 +47,239 @@ from pydrake.math import RigidTransform, RollPitchYaw, RotationMatrix
 from pydrake.systems.analysis import Simulator
 from pydrake.systems.framework import DiagramBuilder
 
-from quasistatic_drake.apps.planning import (DiffIkPlanner, JointVelocityPlan, PlanningError,
-                                             Waypoint)
+from quasistatic_drake.apps.planning import (DiffIkPlanner, find_frame, JointVelocityPlan,
+                                             PlanningError, Waypoint)
 from quasistatic_drake.contact_visualizer import (ContactForceVisualizer,
                                                   ContactForceVisualizerParams)
 from quasistatic_drake.quasistatic_plant import QuasistaticPlant
-from quasistatic_drake.scenario import Scenario
+from quasistatic_drake.scenario import Scenario, ScenarioError
+from quasistatic_drake.schema import (list_of, mapping_of, nested, number, optional, read,
+                                      SchemaError, setting, text, vector)
 from quasistatic_drake.shapes import feature_points
 from quasistatic_drake.simulator import QuasistaticSimulator
 
 
 CAMERA_XYZ = np.array([1.5, -1.3, 1.0])          # Meshcat's view of the arm scene [m]
 CAMERA_TARGET_XYZ = np.array([0.45, 0.1, 0.25])
+WAYPOINTS = ("pre-grasp", "descend", "close", "lift", "carry", "place", "open", "retreat")
+
+
+@dataclass(frozen=True)
+class Finger:
+    """A finger joint of the gripper: its position when open and when fully closed."""
+
+    joint: str
+    open: float                          # [m] the finger's position with the gripper open
+    closed: float                        # [m] fully closed; the grasp closes towards it
+
+
+WSG_FINGERS = (Finger("wsg_left_finger_joint", 0.05, 0.0),
+               Finger("wsg_right_finger_joint", 0.05, 0.0))
 
 
 @dataclass(frozen=True)
 class PickPlaceTask:
-    """Names in the scenario and the motion's geometry (lengths in m, durations in s)."""
+    """
+    Names in the scenario and the motion's geometry (lengths in m, durations in s).
+
+    The defaults fit urdf/iiwa14_wsg50.urdf; a scenario's ``task:`` block
+    (:meth:`from_scenario`) names the others.  ``robot`` is the arm (the
+    block's ``arm``); ``gripper`` empty means the arm holds the fingers.
+    """
 
     robot: str = "iiwa"
     object: str = ""                     # empty: the scenario's first object
     tcp_frame: str = "gripper_tcp"
-    finger_joints: tuple[str, str] = ("wsg_left_finger_joint", "wsg_right_finger_joint")
+    gripper: str = ""                    # the robot with the finger joints; empty: robot
+    fingers: tuple[Finger, ...] = WSG_FINGERS
     place_offset: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.25, 0.0]))
     approach_height: float = 0.15
     lift_height: float = 0.15
-    tcp_to_palm: float = 0.045           # from the TCP up to the gripper body's face
+    tcp_to_palm: Optional[float] = None  # TCP up to the palm's face; None: measured
     palm_clearance: float = 0.025        # palm above the object's top: outside the 2 cm tolerance
-    open_gripper: float = 0.05           # finger position when open
     squeeze: float = 0.01                # finger reference past the object's surface
     hold_force: float = 10.0             # MIQP: normal force per finger while held [N]
     durations: dict = field(default_factory=lambda: {
         "pre-grasp": 3.0, "descend": 2.0, "close": 1.5, "lift": 2.0, "carry": 3.0,
         "place": 2.0, "open": 1.0, "retreat": 2.0})
+
+    @property
+    def finger_joints(self) -> tuple[str, ...]:
+        """Return the finger joints' names."""
+        return tuple(f.joint for f in self.fingers)
+
+    @property
+    def gripper_robot(self) -> str:
+        """Return the robot with the finger joints (the arm unless ``gripper`` names one)."""
+        return self.gripper or self.robot
+
+    @staticmethod
+    def from_scenario(scenario: Scenario, **overrides: Any) -> "PickPlaceTask":
+        """
+        Return the task of the scenario's ``task:`` block, with ``overrides`` on top.
+
+        ``overrides`` are keys of the block (None: not given), as the demo's
+        options pass them.  Raises ScenarioError naming ``task.<key>``.
+        """
+        data = dict(scenario.task)
+        data.update({k: v for k, v in overrides.items() if v is not None})
+        try:
+            return task_from_block(read(TaskBlock, data, "task"))
+        except SchemaError as err:
+            fix = "" if "Fix:" in str(err) else (" Fix: correct the scenario's task: block "
+                                                 "or the demo option that sets it.")
+            raise ScenarioError(f"{scenario.source}: {err}{fix}") from None
+
+
+# ----- the task: block ------------------------------------------------------------------
+@dataclass(frozen=True)
+class FingerSpec:
+    """One entry of ``task.fingers``."""
+
+    joint: str = setting(check=text("a joint name"), doc="a finger joint of the gripper robot")
+    open: float = setting(check=number(), doc="its position with the gripper open [m]")
+    closed: float = setting(check=number(), doc="its position fully closed [m]")
+
+
+@dataclass(frozen=True)
+class TaskBlock:
+    """The scenario's ``task:`` block as the demo reads it; a key left out keeps its default."""
+
+    arm: Optional[str] = setting(None, optional(text("a robot name")),
+                                 "the robot driven by differential IK (default iiwa)")
+    gripper: Optional[str] = setting(None, optional(text("a robot name")),
+                                     "the robot with the finger joints (default: the arm)")
+    tcp_frame: Optional[str] = setting(
+        None, optional(text("a frame name")),
+        "'model::frame', or a frame of the arm or the gripper (default gripper_tcp)")
+    fingers: Optional[tuple] = setting(None, optional(list_of(nested(FingerSpec))),
+                                       "[{joint, open, closed}, ...] (default: the WSG's)")
+    object: Optional[str] = setting(None, optional(text("an object name")),
+                                    "the object to pick (default: the first)")
+    place_offset: Optional[np.ndarray] = setting(None, optional(vector(3)),
+                                                 "place target minus the object's start [m]")
+    approach_height: Optional[float] = setting(None, optional(number(positive=True)), "[m]")
+    lift_height: Optional[float] = setting(None, optional(number(positive=True)), "[m]")
+    tcp_to_palm: Optional[float] = setting(None, optional(number()),
+                                           "[m] TCP to the palm's face (default: measured)")
+    palm_clearance: Optional[float] = setting(None, optional(number(nonnegative=True)), "[m]")
+    squeeze: Optional[float] = setting(None, optional(number(nonnegative=True)),
+                                       "[m] finger reference past the object's surface")
+    hold_force: Optional[float] = setting(None, optional(number(positive=True)),
+                                          "[N] per finger while held (MIQP)")
+    durations: Optional[dict] = setting(None, optional(mapping_of(number(positive=True),
+                                                                  "a waypoint name")),
+                                        "[s] per waypoint: " + ", ".join(WAYPOINTS))
+
+
+def task_from_block(block: TaskBlock) -> PickPlaceTask:
+    """Return the PickPlaceTask of a read ``task:`` block (SchemaError naming task.<key>)."""
+    task = PickPlaceTask()
+    given = {f.name: getattr(block, f.name) for f in fields(block)
+             if getattr(block, f.name) is not None}
+    if "arm" in given:
+        given["robot"] = given.pop("arm")
+    if "fingers" in given:
+        given["fingers"] = _fingers(given["fingers"])
+    if "durations" in given:
+        unknown = sorted(set(given["durations"]) - set(WAYPOINTS))
+        if unknown:
+            raise SchemaError("task.durations", f"unknown waypoint(s) {unknown}; the waypoints "
+                              f"are {list(WAYPOINTS)}.")
+        given["durations"] = {**task.durations, **given["durations"]}
+    return replace(task, **given)
+
+
+def _fingers(specs: tuple) -> tuple[Finger, ...]:
+    """Return the fingers of ``task.fingers``: at least one, each joint once, open != closed."""
+    if not specs:
+        raise SchemaError("task.fingers", "expected at least one finger {joint, open, "
+                          "closed}.")
+    seen = set()
+    for i, spec in enumerate(specs):
+        if spec.open == spec.closed:
+            raise SchemaError(f"task.fingers[{i}]", f"open and closed are both {spec.open}, so "
+                              "the finger could not close. Fix: give the position with the "
+                              "gripper open and the one fully closed.")
+        if spec.joint in seen:
+            raise SchemaError(f"task.fingers[{i}].joint", f"'{spec.joint}' is listed twice. "
+                              "Fix: list each finger joint once.")
+        seen.add(spec.joint)
+    return tuple(Finger(s.joint, s.open, s.closed) for s in specs)
+
+
+def checked_task(engine: QuasistaticSimulator, task: PickPlaceTask) -> str:
+    """
+    Check the task against the scenario's models; return the object to pick.
+
+    Raises PlanningError naming the file, ``task.<key>`` and a fix.
+    """
+    source = engine.scenario.source
+    model = engine.model
+    robots = [r.name for r in model.robots]
+    where = (("task.arm", task.robot, "the robot to drive by differential IK", "--arm"),
+             ("task.gripper", task.gripper_robot, "the robot with the finger joints",
+              "--gripper"))
+    for key, name, what, option in where:
+        if name not in robots:
+            raise PlanningError(f"{source}: {key}: no robot '{name}'; the robots are {robots}. "
+                                f"Fix: name {what} in the scenario's task: block, or with "
+                                f"{option}.")
+    if not model.objects:
+        raise PlanningError(f"{source}: the pick-and-place demo needs an object. Fix: add one "
+                            "under objects.")
+    names = [o.name for o in model.objects]
+    name = task.object or names[0]
+    if name not in names:
+        raise PlanningError(f"{source}: task.object: no object '{name}' to pick; the objects "
+                            f"are {names}. Fix: name one of them (task.object or --object).")
+    gripper = model.robot(task.gripper_robot)
+    _check_fingers(engine, task, gripper)
+    arm_joints = set(model.robot(task.robot).joint_names)
+    if task.robot == task.gripper_robot:
+        arm_joints -= set(task.finger_joints)
+    if not arm_joints:
+        raise PlanningError(f"{source}: task.fingers: every joint of the arm '{task.robot}' is "
+                            "a finger, so nothing moves the TCP. Fix: list only the finger "
+                            "joints.")
+    instances = {r.name: r.instance for r in model.robots
+                 if r.name in (task.robot, task.gripper_robot)}
+    try:
+        find_frame(model.plant, task.tcp_frame, instances)
+    except PlanningError as err:
+        raise PlanningError(f"{source}: task.tcp_frame: {err} Fix: name the frame between "
+                            "the fingers in the scenario's task: block, or with "
+                            "--tcp-frame.") from None
+    return name
+
+
+def _check_fingers(engine: QuasistaticSimulator, task: PickPlaceTask, gripper) -> None:
+    """Check each finger joint: a commanded sliding joint of the gripper, open/closed inside."""
+    source, plant = engine.scenario.source, engine.model.plant
+    joints = list(gripper.joint_names)
+    following = {f.joint_name: f.leader_name for f in gripper.followers}
+    for i, finger in enumerate(task.fingers):
+        key = f"{source}: task.fingers[{i}]"
+        if finger.joint in following:
+            raise PlanningError(f"{key}.joint: '{finger.joint}' follows "
+                                f"'{following[finger.joint]}' (a coupled joint) and takes no "
+                                "command. Fix: list the joint it follows instead.")
+        if finger.joint not in joints:
+            elsewhere = [r.name for r in engine.model.robots if finger.joint in r.joint_names]
+            hint = f" (it is a joint of {elsewhere}: set task.gripper)" if elsewhere else ""
+            raise PlanningError(f"{key}.joint: robot '{gripper.name}' has no joint "
+                                f"'{finger.joint}'{hint}; its joints are {joints}. Fix: list "
+                                "the gripper's finger joints.")
+        joint = plant.GetJointByName(finger.joint, gripper.instance)
+        if joint.type_name() != "prismatic":
+            raise PlanningError(f"{key}.joint: '{finger.joint}' is a {joint.type_name()} joint; "
+                                "the demo's grasp needs fingers that slide (prismatic joints).")
+        lower, upper = joint.position_lower_limits()[0], joint.position_upper_limits()[0]
+        for value, end in ((finger.open, "open"), (finger.closed, "closed")):
+            if not lower - 1e-12 <= value <= upper + 1e-12:
+                raise PlanningError(f"{key}.{end}: {value:g} is outside the limits "
+                                    f"[{lower:g}, {upper:g}] of joint '{finger.joint}'. Fix: "
+                                    "give a position within them.")
 
 
 @dataclass(frozen=True)
@@ -115,10 +337,10 @@ class DemoRun:
 
 @dataclass(frozen=True)
 class GraspGeometry:
-    """Where the TCP goes relative to the object's origin, and how far the fingers close."""
+    """Where the TCP goes relative to the object's origin, and where the fingers close to."""
 
     height: float                        # TCP above the object's origin [m]
-    finger_closed: float                 # finger joint position of the squeeze [m]
+    finger_closed: np.ndarray            # each finger's joint position of the squeeze [m]
 
 
 def gripper_down(X_WT_start: RigidTransform) -> RotationMatrix:
@@ -127,26 +349,118 @@ def gripper_down(X_WT_start: RigidTransform) -> RotationMatrix:
     return RotationMatrix(RollPitchYaw(np.pi, 0.0, yaw))
 
 
-def grasp_geometry(engine: QuasistaticSimulator, q: np.ndarray, name: str,
-                   R_WT: RotationMatrix, task: PickPlaceTask) -> GraspGeometry:
+def grasp_geometry(engine: QuasistaticSimulator, planner: DiffIkPlanner, q: np.ndarray,
+                   name: str, R_WT: RotationMatrix, task: PickPlaceTask) -> GraspGeometry:
     """
-    Return the grasp for object ``name`` at q, from its collision geometry.
+    Return the grasp for object ``name`` at q, from the collision geometry.
 
-    The palm stops ``palm_clearance`` above the object's top; the fingers
-    (closing along the TCP x axis) close ``squeeze`` past its half width.
+    The palm stops ``palm_clearance`` above the object's top.  With the TCP
+    at orientation R_WT over the object's origin, each finger's pad meets
+    the object at half its width along the finger's axis, and its reference
+    closes ``squeeze`` past that.
     """
+    source = engine.scenario.source
     origin = engine.object_pose(q, name).translation()
     top = object_extent(engine, q, name, np.array([0.0, 0.0, 1.0]))
-    axis = R_WT.col(0)
-    centre = origin @ axis
-    half_width = 0.5 * (object_extent(engine, q, name, axis) - centre
-                        + object_extent(engine, q, name, -axis) + centre)
-    if half_width - task.squeeze < 0.0 or half_width > task.open_gripper:
-        raise PlanningError(f"object '{name}' is {2 * half_width * 1e3:.0f} mm wide across the "
-                            f"fingers; the gripper opens to {2 * task.open_gripper * 1e3:.0f} "
-                            "mm. Fix: a smaller object or a wider open_gripper.")
-    return GraspGeometry(height=top + task.palm_clearance - task.tcp_to_palm - origin[2],
-                         finger_closed=half_width - task.squeeze)
+    palm = task.tcp_to_palm if task.tcp_to_palm is not None else palm_depth(planner, task)
+    half_widths, opening, closed = [], [], []
+    for i, (finger, column) in enumerate(zip(task.fingers, planner.finger_idx)):
+        direction, inner = closing_direction(planner, column, finger, i, source)
+        axis = R_WT.multiply(direction if direction[np.argmax(np.abs(direction))] > 0.0
+                             else -direction)
+        centre = origin @ axis
+        half_width = 0.5 * (object_extent(engine, q, name, axis) - centre
+                            + object_extent(engine, q, name, -axis) + centre)
+        sign = np.sign(finger.closed - finger.open)
+        half_widths.append(half_width)
+        opening.append(-inner)
+        # the pad moves |dq| along ``direction``: it touches at open + sign (-inner - half_width)
+        closed.append(finger.open - sign * inner - sign * half_width + sign * task.squeeze)
+    if any(w > o for w, o in zip(half_widths, opening)):
+        raise PlanningError(f"object '{name}' is {sum(half_widths) * 1e3:.0f} mm wide across "
+                            f"the fingers; the gripper opens to {sum(opening) * 1e3:.0f} mm. "
+                            "Fix: a smaller object or fingers that open wider "
+                            "(task.fingers[].open).")
+    for finger, target in zip(task.fingers, closed):
+        if (target - finger.closed) * np.sign(finger.closed - finger.open) > 0.0:
+            raise PlanningError(
+                f"object '{name}' is {sum(half_widths) * 1e3:.0f} mm wide across the fingers: "
+                f"squeezing it by {task.squeeze * 1e3:.0f} mm takes finger '{finger.joint}' to "
+                f"{target:.4g}, past its closed position {finger.closed:g}. Fix: a wider "
+                "object, a smaller task.squeeze, or task.fingers[].closed further in.")
+    return GraspGeometry(height=top + task.palm_clearance - palm - origin[2],
+                         finger_closed=np.array(closed))
+
+
+def _nanometres(value):
+    """
+    Return a length (or direction) measured on the models, rounded to 1e-9.
+
+    Poses composed through the kinematic tree carry float noise of about
+    1e-17 m; rounding keeps a model's round dimensions exact (the WSG's pads
+    at q, its palm 0.045 m from the TCP), so the default demo plans as
+    before the grasp was measured.
+    """
+    return np.round(value, 9)
+
+
+def closing_direction(planner: DiffIkPlanner, column: int, finger: Finger, i: int,
+                      source: str) -> tuple[np.ndarray, float]:
+    """
+    Return the direction a finger moves in from open to closed (TCP frame) and its pad.
+
+    The pad is the finger's collision geometry furthest along that direction
+    with the finger open, measured from the TCP: negative while the finger is
+    on its far side of the TCP, as it must be to close on an object there.
+    """
+    plant = planner.plant
+    joint_name = planner.joint_names[column]
+    instance = planner.model.robot(planner.gripper).instance
+    child = plant.GetJointByName(joint_name, instance).child_body()
+    bodies = {int(b.index()) for b in plant.GetBodiesWeldedTo(child)}
+    at = {}
+    for end in ("open", "closed"):
+        q_end = planner.q_start.copy()
+        q_end[column] = getattr(finger, end)
+        X_TW = planner.tcp_pose(q_end).inverse()
+        at[end] = (X_TW @ plant.EvalBodyPoseInWorld(planner.context, child)).translation()
+        if end == "open":
+            points, radii = planner.points_in_tcp(q_end, bodies)
+    motion = at["closed"] - at["open"]
+    direction = _nanometres(motion / np.linalg.norm(motion))
+    direction /= np.linalg.norm(direction)
+    key = f"{source}: task.fingers[{i}]"
+    if len(points) == 0:
+        raise PlanningError(f"{key}.joint: finger '{joint_name}' has no collision geometry to "
+                            "grasp with.")
+    if abs(direction[2]) > 0.5:
+        raise PlanningError(f"{key}: finger '{joint_name}' moves along the z axis of the TCP "
+                            "frame, but the demo points that axis down along the fingers and "
+                            "closes them across it. Fix: a TCP frame (task.tcp_frame) whose z "
+                            "axis points from the palm towards the fingertips.")
+    inner = float(_nanometres(np.max(points @ direction + radii)))
+    if inner >= 0.0:
+        raise PlanningError(f"{key}: from open ({finger.open:g}) to closed ({finger.closed:g}) "
+                            f"finger '{joint_name}' moves away from the TCP between the fingers. "
+                            "Fix: swap open and closed, or check the TCP frame (task.tcp_frame).")
+    return direction, inner
+
+
+def palm_depth(planner: DiffIkPlanner, task: PickPlaceTask) -> float:
+    """
+    Return how far the palm's face is from the TCP, along the TCP's z axis (towards the arm).
+
+    The palm is the collision geometry welded to the TCP frame's body.
+    """
+    plant = planner.plant
+    bodies = {int(b.index()) for b in plant.GetBodiesWeldedTo(planner.tcp.body())}
+    points, radii = planner.points_in_tcp(planner.q_start, bodies)
+    if len(points) == 0:
+        raise PlanningError(f"{planner.model.scenario.source}: task.tcp_to_palm: nothing with "
+                            f"collision geometry is welded to the TCP frame "
+                            f"'{task.tcp_frame}', so the palm cannot be measured. Fix: give "
+                            "task.tcp_to_palm, the distance from the TCP up to the palm [m].")
+    return -float(_nanometres(np.max(points[:, 2] + radii)))
 
 
 def object_extent(engine: QuasistaticSimulator, q: np.ndarray, name: str,
@@ -176,79 +490,95 @@ def pick_and_place_waypoints(X_W_object: RigidTransform, R_WT: RotationMatrix,
     target = X_W_object.translation() + task.place_offset
     at_place = target + [0.0, 0.0, grasp.height]
     up = np.array([0.0, 0.0, 1.0])
+    opened = np.array([f.open for f in task.fingers])
     closed, d = grasp.finger_closed, task.durations
-    steps = [("pre-grasp", at_grasp + task.approach_height * up, task.open_gripper),
-             ("descend", at_grasp, task.open_gripper),
+    steps = [("pre-grasp", at_grasp + task.approach_height * up, opened),
+             ("descend", at_grasp, opened),
              ("close", at_grasp, closed),
              ("lift", at_grasp + task.lift_height * up, closed),
              ("carry", at_place + task.lift_height * up, closed),
              ("place", at_place, closed),
-             ("open", at_place, task.open_gripper),
-             ("retreat", at_place + task.approach_height * up, task.open_gripper)]
+             ("open", at_place, opened),
+             ("retreat", at_place + task.approach_height * up, opened)]
     waypoints = [Waypoint(label, RigidTransform(R_WT, p), g, d[label]) for label, p, g in steps]
     return waypoints, target
 
 
-def plan_pick_and_place(engine: QuasistaticSimulator, task: PickPlaceTask) -> tuple:
-    """Return (plan, place target, object name) from the engine's initial state."""
+def plan_pick_and_place(engine: QuasistaticSimulator,
+                        task: Optional[PickPlaceTask] = None) -> tuple:
+    """
+    Return (plan, place target, object name) from the engine's initial state.
+
+    ``task`` defaults to the scenario's (PickPlaceTask.from_scenario).  The
+    plan's columns are the arm's and the gripper's joints (one robot's when
+    they are the same).
+    """
     scenario = engine.scenario
-    if not engine.model.objects:
-        raise PlanningError(f"{scenario.source}: the pick-and-place demo needs an object.")
-    names = [o.name for o in engine.model.objects]
-    name = task.object or names[0]
-    if name not in names:
-        raise PlanningError(f"{scenario.source}: no object '{name}' to pick; the objects are "
-                            f"{names}.")
+    task = task if task is not None else PickPlaceTask.from_scenario(scenario)
+    name = checked_task(engine, task)
     q0 = engine.default_positions()
-    planner = DiffIkPlanner(scenario, task.robot, task.tcp_frame, task.finger_joints)
-    q_robot = engine.robot_positions(q0, task.robot)
+    try:
+        planner = DiffIkPlanner(engine.model, task.robot, task.tcp_frame, task.finger_joints,
+                                task.gripper_robot)
+    except PlanningError as err:    # what checked_task leaves: a TCP the arm does not move
+        raise PlanningError(f"{scenario.source}: task.tcp_frame: {err} Fix: a frame on the "
+                            "arm's last link or on a gripper welded to it.") from None
+    q_robot = planner.q_start
     R_WT = gripper_down(planner.tcp_pose(q_robot))
-    grasp = grasp_geometry(engine, q0, name, R_WT, task)
+    grasp = grasp_geometry(engine, planner, q0, name, R_WT, task)
     waypoints, target = pick_and_place_waypoints(engine.object_pose(q0, name), R_WT, grasp,
                                                  task)
     plan = planner.plan(q_robot, waypoints, scenario.time_step)
     if scenario.formulation == "miqp":
         stiffness = scenario.settings('miqp').contact_stiffness
         speed = task.hold_force / (stiffness * scenario.time_step)
-        plan = hold_squeeze(plan, planner.finger_idx, speed)
+        closing = np.sign([f.closed - f.open for f in task.fingers])
+        plan = hold_squeeze(plan, planner.finger_idx, speed, closing)
     return plan, target, name
 
 
-def hold_squeeze(plan: JointVelocityPlan, finger_idx: np.ndarray,
-                 speed: float) -> JointVelocityPlan:
+def hold_squeeze(plan: JointVelocityPlan, finger_idx: np.ndarray, speed: float,
+                 closing: Optional[np.ndarray] = None) -> JointVelocityPlan:
     """
     Keep closing the fingers at ``speed`` from the 'close' waypoint until 'open'.
 
-    Under the MIQP the robot follows its command and is no spring: the grasp
-    force comes only from the normal-force lower bound K * phibar of eq. 23f,
-    so the command must keep squeezing while the object is held, as eq. 29
-    does in Pang & Tedrake 2018's example.  speed = F / (K h) gives about F per finger (eq. 23f
-    bounds the sum over the points of a body pair).
+    ``closing`` is each finger's closing direction (+1 or -1; default -1,
+    the WSG's).  Under the MIQP the robot follows its command and is no
+    spring: the grasp force comes only from the normal-force lower bound
+    K * phibar of eq. 23f, so the command must keep squeezing while the
+    object is held, as eq. 29 does in Pang & Tedrake 2018's example.
+    speed = F / (K h) gives about F per finger (eq. 23f bounds the sum over
+    the points of a body pair).
     """
+    closing = -np.ones(len(finger_idx)) if closing is None else np.asarray(closing, float)
     velocities = plan.velocities.copy()
     held = range(plan.step_range("close").start, plan.step_range("open").start)
     for k in held:
-        velocities[k, finger_idx] -= speed
+        velocities[k, finger_idx] += speed * closing
     q_ref = plan.q_ref[0] + plan.time_step * np.vstack(
         [np.zeros(velocities.shape[1]), np.cumsum(velocities, axis=0)])
     return replace(plan, velocities=velocities, q_ref=q_ref)
 
 
-def run_pick_and_place(scenario: Scenario, task: PickPlaceTask = PickPlaceTask(),
+def run_pick_and_place(scenario: Scenario, task: Optional[PickPlaceTask] = None,
                        meshcat: Optional[Meshcat] = None, realtime_rate: float = 0.0,
                        html: Optional[Path] = None,
                        on_step: Optional[Callable[[StepRecord], None]] = None) -> DemoRun:
     """
     Plan, then simulate the task in a Diagram; draw it in ``meshcat`` if given.
 
-    With ``html`` (and ``meshcat``) the run is recorded and saved as a
+    ``task`` defaults to the scenario's (PickPlaceTask.from_scenario).  With
+    ``html`` (and ``meshcat``) the run is recorded and saved as a
     self-contained page.  ``on_step`` sees every step as it is taken.
     """
+    task = task if task is not None else PickPlaceTask.from_scenario(scenario)
     builder = DiagramBuilder()
     plant = builder.AddSystem(QuasistaticPlant(scenario))
     plan, target, name = plan_pick_and_place(plant.engine, task)
-    source = builder.AddSystem(plan.command_source())
-    builder.Connect(source.get_output_port(), plant.get_velocity_command_input_port(task.robot))
+    for robot, _ in plan.robots:
+        source = builder.AddSystem(plan.command_source(robot))
+        builder.Connect(source.get_output_port(),
+                        plant.get_velocity_command_input_port(robot))
     visualizer = None
     if meshcat is not None:
         meshcat.SetCameraPose(CAMERA_XYZ, CAMERA_TARGET_XYZ)
@@ -267,7 +597,7 @@ def run_pick_and_place(scenario: Scenario, task: PickPlaceTask = PickPlaceTask()
     object_port = plant.get_object_pose_output_port(name)
     initial = object_port.Eval(context).translation().copy()
     fingers = _finger_indices(plant, task)
-    robot_port = plant.get_robot_positions_output_port(task.robot)
+    robot_port = plant.get_robot_positions_output_port(task.gripper_robot)
     records, min_phi = [], np.inf
     for k in range(plan.steps):
         simulator.AdvanceTo((k + 1) * scenario.time_step)
@@ -297,7 +627,8 @@ def run_pick_and_place(scenario: Scenario, task: PickPlaceTask = PickPlaceTask()
 
 
 def _finger_indices(plant: QuasistaticPlant, task: PickPlaceTask) -> np.ndarray:
-    names = plant.engine.robot_joint_names(task.robot)
+    """Return the finger joints' indices among the gripper robot's joints."""
+    names = plant.engine.robot_joint_names(task.gripper_robot)
     return np.array([names.index(j) for j in task.finger_joints], dtype=int)
 
 
