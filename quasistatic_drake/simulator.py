@@ -612,23 +612,28 @@ class QuasistaticSimulator:
         return q
 
     def _checked_command(self, v_cmd: Mapping[str, np.ndarray]) -> np.ndarray:
-        if not isinstance(v_cmd, Mapping):
-            raise CommandError("v_cmd must map robot names to velocity arrays, got "
-                               f"{type(v_cmd).__name__}.")
         v_bar = np.zeros(len(self._robot_v_idx))
-        offset = 0
-        known = self._robot_names
-        unknown = sorted(set(v_cmd) - known)
+        for _, rows, value in self._robot_vectors(v_cmd, "v_cmd", "velocity arrays"):
+            v_bar[rows] = value
+        return v_bar
+
+    def _robot_vectors(self, values, what: str, kind: str) -> list[tuple[str, slice, np.ndarray]]:
+        """Return (robot, its rows among the commanded joints, checked value) per given robot."""
+        if not isinstance(values, Mapping):
+            raise CommandError(f"{what} must map robot names to {kind}, got "
+                               f"{type(values).__name__}.")
+        unknown = sorted(set(values) - self._robot_names)
         if unknown:
-            raise CommandError(f"v_cmd names unknown robot(s) {unknown}. "
-                               f"Robots in this scenario: {sorted(known)}.")
+            raise CommandError(f"{what} names unknown robot(s) {unknown}. "
+                               f"Robots in this scenario: {sorted(self._robot_names)}.")
+        out, offset = [], 0
         for robot in self.model.robots:
             n = len(robot.joint_names)
-            if robot.name in v_cmd:
-                v_bar[offset:offset + n] = self._checked_vector(
-                    v_cmd[robot.name], n, f"v_cmd[{robot.name!r}]", robot.joint_names)
+            if robot.name in values:
+                out.append((robot.name, slice(offset, offset + n), self._checked_vector(
+                    values[robot.name], n, f"{what}[{robot.name!r}]", robot.joint_names)))
             offset += n
-        return v_bar
+        return out
 
     @staticmethod
     def _checked_vector(value, n: int, where: str, names) -> np.ndarray:
@@ -658,19 +663,8 @@ class QuasistaticSimulator:
         q = self._checked_q(q)
         base = self.formulation.reference_base(q[self._robot_q_idx],
                                                self._start_reference(q, q_ref))
-        out, offset = {}, 0
-        unknown = sorted(set(q_cmd) - self._robot_names)
-        if unknown:
-            raise CommandError(f"q_cmd names unknown robot(s) {unknown}. Robots in this "
-                               f"scenario: {sorted(self._robot_names)}.")
-        for robot in self.model.robots:
-            n = len(robot.joint_names)
-            if robot.name in q_cmd:
-                target = self._checked_vector(q_cmd[robot.name], n, f"q_cmd[{robot.name!r}]",
-                                              robot.joint_names)
-                out[robot.name] = (target - base[offset:offset + n]) / self.h
-            offset += n
-        return out
+        return {robot: (target - base[rows]) / self.h for robot, rows, target in
+                self._robot_vectors(q_cmd, "q_cmd", "position arrays")}
 
     def _checked_object_forces(self, forces) -> Optional[np.ndarray]:
         """Return the objects' applied generalized forces in object-velocity order, or None."""
