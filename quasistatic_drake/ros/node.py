@@ -86,7 +86,7 @@ class QuasistaticSimNode(Node):
         self.frames = frame_layout(self.session.model, self.params.frame_prefix,
                                    self.params.publish_robot_tf, rooted)
         self.commands = CommandBuffer(self.session.joints.names)
-        self.paused = False
+        self._paused = False
         self.failed_steps = 0
         self.error: Optional[str] = None
         self._last_warn: dict[str, float] = {}
@@ -169,6 +169,27 @@ class QuasistaticSimNode(Node):
             self.get_logger().info(f"Meshcat: open {self._meshcat.web_url()} in a browser")
 
     # ----- stepping ----------------------------------------------------------------
+    @property
+    def paused(self) -> bool:
+        """Return whether the step timer is stopped (~/pause, or after an error)."""
+        return self._paused
+
+    @paused.setter
+    def paused(self, value: bool) -> None:
+        """
+        Stop or restart the step timer.
+
+        A paused node's step timer is cancelled: at real_time_rate 0 its period
+        is 0, and a running zero-period timer that does nothing keeps the
+        executor busy, so every service call waited about 1 s.
+        """
+        self._paused = bool(value)
+        timer = getattr(self, "_step_timer", None)
+        if timer is not None and self._paused:
+            timer.cancel()
+        elif timer is not None:
+            timer.reset()
+
     def _on_step_timer(self) -> None:
         if self.paused:
             return
