@@ -83,7 +83,8 @@ class ContactForceVisualizer(LeafSystem):
     Draws the contact forces of a QuasistaticPlant's ``contact_results`` port in Meshcat.
 
     Input port ``contact_results``: a sequence of ``simulator.Contact``
-    (each with ``point_W`` and ``force_W``).  A periodic publish event
+    (each with ``point_W`` and ``force_W``; contacts whose ``force_W`` is
+    None, scaled impulses under ``formulation: lcp``, are not drawn).  A periodic publish event
     draws them; an initialization event deletes what an earlier run drew.
     """
 
@@ -115,7 +116,9 @@ class ContactForceVisualizer(LeafSystem):
         return visualizer
 
     def _draw(self, context: Context) -> None:
-        contacts = self._input.Eval(context)
+        # Impulses known only up to a scale (formulation: lcp) have no force in newtons
+        # to draw at newtons_per_meter: those contacts are left out.
+        contacts = [c for c in self._input.Eval(context) if c.force_W is not None]
         points = np.array([c.point_W for c in contacts]).reshape(-1, 3)
         forces = np.array([c.force_W for c in contacts]).reshape(-1, 3)
         start, end = force_arrow_segments(points, forces, self._params)

@@ -103,6 +103,8 @@ class CoupledFormulation:
     settings = property(lambda self: self.inner.settings)
     recovery_bisections = property(lambda self: self.inner.recovery_bisections)
     solves_at_warm_up = property(lambda self: self.inner.solves_at_warm_up)
+    needs_object_frames = property(lambda self: self.inner.needs_object_frames)
+    scaled_impulses = property(lambda self: self.inner.scaled_impulses)
 
     def contacts(self, contacts: ContactSet) -> ContactSet:
         """Return the contacts the inner formulation takes."""

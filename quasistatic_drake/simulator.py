@@ -42,7 +42,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 import numpy as np
 from pydrake.math import RigidTransform
-from pydrake.multibody.tree import JointIndex
+from pydrake.multibody.tree import JacobianWrtVariable, JointIndex
 
 from quasistatic_drake.compile_notice import compile_notice
 from quasistatic_drake.contact import ContactSet
@@ -50,8 +50,8 @@ from quasistatic_drake.contact_detection import ContactDetector, proximity_pairs
 from quasistatic_drake.coupling import CoupledFormulation, Coupling
 from quasistatic_drake.errors import CommandError, SolverLimitExceeded
 from quasistatic_drake.formulations import registry
-from quasistatic_drake.formulations.base import (Formulation, ModelFacts, StepProblem,
-                                                 StepSolution)
+from quasistatic_drake.formulations.base import (Formulation, ModelFacts, ObjectFrame,
+                                                 StepProblem, StepSolution)
 from quasistatic_drake.joint_limits import joint_limit_velocity_bounds
 from quasistatic_drake.manifold import body_motions
 from quasistatic_drake.model import QuasistaticModel
@@ -68,14 +68,22 @@ LINEARISATION_ERROR = 5e-4
 
 @dataclass(frozen=True)
 class Contact:
-    """One contact point after a step; ``force_W`` is the force on body_b by body_a [N]."""
+    """
+    One contact point after a step; ``force_W`` is the force on body_b by body_a [N].
+
+    Under a formulation whose impulses are known only up to a scale (the
+    LCP of Halm & Posa: the limit-surface factor k of their eq. 10),
+    ``force_W`` is None and ``scaled_impulse_W`` holds k times the impulse
+    over the step; it is never in newtons.
+    """
 
     body_a: str
     body_b: str
     point_W: np.ndarray
     normal_W: np.ndarray
     phi: float
-    force_W: np.ndarray
+    force_W: Optional[np.ndarray]
+    scaled_impulse_W: Optional[np.ndarray] = None
 
 
 @dataclass(frozen=True)
@@ -97,7 +105,9 @@ class StepResult:
     start: this step's binaries, or on failure the start it was given; None
     for formulations that take none).  ``solution`` is the formulation's own
     solution (formulations/: ``QpSolution``, ``MiqpStepSolution`` with
-    ``tight_big_m``, ...; None after an error).
+    ``tight_big_m``, ...; None after an error).  ``forces_W`` is None and
+    ``scaled_impulses_W`` holds the impulses when the formulation knows them
+    only up to a scale (``Formulation.scaled_impulses``: the LCP).
     """
 
     q_next: np.ndarray
@@ -106,7 +116,7 @@ class StepResult:
     q_ref_next: np.ndarray
     v: Optional[np.ndarray]
     contact_set: ContactSet
-    forces_W: np.ndarray
+    forces_W: Optional[np.ndarray]
     step_time: float
     resolves: int = 0
     min_phi_next: float = field(default=np.inf)
@@ -117,6 +127,7 @@ class StepResult:
     reference_limited: bool = False
     warm_start_next: Any = None
     solution: Optional[StepSolution] = None
+    scaled_impulses_W: Optional[np.ndarray] = None
 
     @property
     def success(self) -> bool:
@@ -128,8 +139,11 @@ class StepResult:
         """Return the contacts of the step with their forces (built on first access)."""
         cs = self.contact_set
         mid = 0.5 * (cs.point_A_W + cs.point_B_W)
+        scaled = self.scaled_impulses_W
         return tuple(Contact(cs.body_a[i], cs.body_b[i], mid[i], cs.normal_W[i],
-                             float(cs.phi[i]), self.forces_W[i]) for i in range(cs.n_c))
+                             float(cs.phi[i]),
+                             None if self.forces_W is None else self.forces_W[i],
+                             None if scaled is None else scaled[i]) for i in range(cs.n_c))
 
 
 @dataclass(frozen=True)
@@ -310,7 +324,7 @@ class QuasistaticSimulator:
         return StepResult(
             q_next=q_next, status=solution.status, solve_time=attempt.solve_time,
             q_ref_next=q_ref_next, v=solution.v, contact_set=contacts,
-            forces_W=solution.impulses_W / self.h, step_time=time.perf_counter() - start,
+            **self._impulse_fields(solution.impulses_W), step_time=time.perf_counter() - start,
             resolves=resolves, min_phi_next=self._min_phi(q_next),
             recovery_dropped=attempt.recovery_fraction < 1.0,
             recovery_fraction=attempt.recovery_fraction,
@@ -329,7 +343,24 @@ class QuasistaticSimulator:
             q_a=q[self._robot_q_idx], q_ref=q_ref, v_cmd=v_bar, v_lower=v_lower,
             v_upper=v_upper, M_u=plant.CalcMassMatrix(context)[self._object_block],
             tau_u=tau_u if tau_ext is None else tau_u + tau_ext,
-            J_w=J_w, J_v=J_v, body_radii=self.model.moving_radii)
+            J_w=J_w, J_v=J_v, body_radii=self.model.moving_radii,
+            object_frames=(self._object_frames() if self.formulation.needs_object_frames
+                           else ()))
+
+    def _object_frames(self) -> tuple[ObjectFrame, ...]:
+        """Return each object's reported body's orientation and COM Jacobian (model at q)."""
+        plant, context = self.model.plant, self.model.plant_context
+        world = plant.world_frame()
+        frames = []
+        for info in self.model.objects:
+            body = plant.GetBodyByName(info.base_body, info.instance)
+            J = plant.CalcJacobianSpatialVelocity(
+                context, JacobianWrtVariable.kV, body.body_frame(), body.default_com(),
+                world, world)
+            frames.append(ObjectFrame(
+                R_WB=plant.EvalBodyPoseInWorld(context, body).rotation().matrix(),
+                J_com=J[:, info.v_idx]))
+        return tuple(frames)
 
     def _solve(self, problem: StepProblem, contacts: ContactSet, warm_start: Any) -> "_Attempt":
         """Solve the formulation; if that fails with penetration, recover partially."""
@@ -491,9 +522,16 @@ class QuasistaticSimulator:
         """Return the result of a failed solve: q, the reference and the warm start kept."""
         return StepResult(q_next=q, status=attempt.solution.status,
                           solve_time=attempt.solve_time, q_ref_next=q_ref, v=None,
-                          contact_set=contacts, forces_W=np.zeros((contacts.n_c, 3)),
+                          contact_set=contacts,
+                          **self._impulse_fields(np.zeros((contacts.n_c, 3))),
                           step_time=time.perf_counter() - start, warm_start_next=warm_start,
                           solution=attempt.solution)
+
+    def _impulse_fields(self, impulses_W: np.ndarray) -> dict:
+        """Return forces [N] (impulse / h), or scaled impulses if the formulation has them."""
+        if self.formulation.scaled_impulses:
+            return {"forces_W": None, "scaled_impulses_W": impulses_W}
+        return {"forces_W": impulses_W / self.h}
 
     # ----- set-up helpers ------------------------------------------------------
     def _warm_up(self) -> None:
@@ -534,7 +572,13 @@ class QuasistaticSimulator:
             object_mass_default=M_u, object_weight=self._weight_of_objects(),
             quasi_dynamic=scenario.quasi_dynamic,
             quasi_static_inertia_ratio=scenario.quasi_static_inertia_ratio,
-            detection_tolerance=scenario.contact_detection_tolerance)
+            detection_tolerance=scenario.contact_detection_tolerance,
+            robot_names=tuple(r.name for r in robots),
+            robot_sizes=tuple(len(r.v_idx) for r in robots),
+            object_names=tuple(o.name for o in self.model.objects),
+            object_sizes=tuple(len(o.v_idx) for o in self.model.objects),
+            plane_normal=self.model.motion_plane_normal, gravity=np.array(scenario.gravity),
+            object_frames_default=self._object_frames())
         name = scenario.formulation
         try:
             formulation = registry.formulation_class(name)(facts, scenario.settings(name))

@@ -177,7 +177,7 @@ def scenario_dict(tmp_path, **changes):
     ({'tiem_step': 0.1}, "unknown key(s) ['tiem_step']"),
     ({'time_step': -0.1}, 'time_step: must be > 0'),
     ({'time_step': 'fast'}, 'time_step: expected a number'),
-    ({'formulation': 'lcp'}, "unknown formulation 'lcp'"),
+    ({'formulation': 'pgs'}, "unknown formulation 'pgs'"),
     ({'friction_directions': 3}, 'friction_directions: expected an even integer'),
     ({'gravity': [0, 0]}, 'gravity: expected 3 numbers'),
     ({'robots': [{'name': 'finger', 'file': 'nowhere.urdf', 'stiffness': [1, 1, 1]}]},

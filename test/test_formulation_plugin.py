@@ -166,5 +166,5 @@ def test_with_formulation_checks_its_changes(tmp_path):
         scenario.with_formulation('miqp', backend='cplex')
     with pytest.raises(ScenarioError, match=r"s\.yaml: miqp: unknown key\(s\) \['gap'\]"):
         scenario.with_formulation('miqp', gap=0.1)
-    with pytest.raises(ScenarioError, match="unknown formulation 'lcp'"):
-        scenario.with_formulation('lcp')
+    with pytest.raises(ScenarioError, match="unknown formulation 'pgs'"):
+        scenario.with_formulation('pgs')

@@ -8,6 +8,9 @@ Subcommands:
          summary and optional JSON and HTML replay;
   paper-2d  Pang & Tedrake 2018's 2D gripper-cylinder example (MIQP against Trinkle's LCP),
          built from eqs. 24-28 and through Drake; JSON and the panels of Figs. 5-6;
+  paper-jamming  Halm & Posa's Sec. 6 under the finite-feedback LCP: two-finger pushes and
+         their gain sweep, jamming against a wall, a peg in a hole, Fig. 2's square;
+         JSON and the panels of Figs. 3-4;
   push   a spherical finger pushes a box across a table (config/finger_push.yaml)
          and the run is printed step by step with a summary;
   info   load a scenario and print its robots, objects and the contacts at start.
@@ -31,6 +34,7 @@ from quasistatic_drake.apps.pick_and_place import PickPlaceTask, StepRecord, run
 from quasistatic_drake.apps.planning import PlanningError
 from quasistatic_drake.errors import CommandError, SolverLimitExceeded
 from quasistatic_drake.formulations import registry
+from quasistatic_drake.formulations.lcp_solvers import BACKENDS as LCP_BACKENDS
 from quasistatic_drake.formulations.miqp import MIQP_BACKENDS
 from quasistatic_drake.scenario import Scenario, ScenarioError
 from quasistatic_drake.simulator import QuasistaticSimulator, StepResult
@@ -101,6 +105,16 @@ def _parser() -> argparse.ArgumentParser:
     paper.add_argument('--png', type=Path, default=Path('out/paper_2d.png'),
                        help='the panels of Figs. 5 and 6 (default out/paper_2d.png)')
     paper.set_defaults(run=run_paper_2d)
+    jamming = commands.add_parser(
+        'paper-jamming', help="Halm & Posa's Sec. 6: pushing, jamming, peg-in-hole (LCP)")
+    jamming.add_argument('--json', type=Path, help='write the figures (binding keys) here')
+    jamming.add_argument('--png', type=Path, default=Path('out/paper_jamming.png'),
+                         help='the panels of Figs. 3 and 4 (default out/paper_jamming.png)')
+    jamming.add_argument('--quick', action='store_true',
+                         help='every 4th gain of the sweeps (c = 2^(4-n), n = 2, 6, ...)')
+    jamming.add_argument('--backend', choices=LCP_BACKENDS, default='lemke',
+                         help='the LCP solver (default lemke)')
+    jamming.set_defaults(run=run_paper_jamming)
     info = commands.add_parser('info', help='print what a scenario contains')
     info.add_argument('scenario', type=Path)
     info.set_defaults(run=run_info)
@@ -242,6 +256,38 @@ def run_paper_2d(args) -> int:
         _write_json(args.json, summary)
     args.png.parent.mkdir(parents=True, exist_ok=True)
     paper_2d.plot(summary, args.png)
+    print(f'Figures written to {args.png}')
+    return 0
+
+
+def run_paper_jamming(args) -> int:
+    """Reproduce Halm & Posa, Sec. 6, and print the figures against the paper's claims."""
+    from quasistatic_drake.apps import paper_jamming
+    summary = paper_jamming.reproduce(quick=args.quick, backend=args.backend)
+    print(f"Halm & Posa, Sec. 6, finite-feedback LCP ({args.backend}):")
+    for case, block in summary['push'].items():
+        print(f"  {case} push: e ~ c^{block['slope_high_gain']:.3f} for c <= 2^-8 (paper: "
+              f"linear), e = {block['e'][-1]:.2e} at c = {block['c'][-1]:.2e}, "
+              f"{block['failed_steps']} failed steps")
+    wall = summary['wall']
+    perfect = wall['perfect']
+    final_x = [pose[0] for pose in wall['final_pose']]
+    print(f"  wall: c = 0 {perfect['status']} at step {perfect['failed_step']} (the jam); "
+          f"finite gains: {sum(wall['failed_steps'])} failed steps, "
+          f"min phi {min(wall['min_phi']):.2e} m, final x {min(final_x):.2f} to "
+          f"{max(final_x):.2f} m")
+    peg = summary['peg_in_hole']
+    print(f"  peg-in-hole: {peg['failed_steps']} failed of {peg['steps']} steps, final peg "
+          f"{np.round(peg['final_peg_pose'], 3).tolist()}, LCP {peg['lcp_ms']['mean']:.3f} ms "
+          f"mean (paper, PATH: 1.51 ms), min phi {peg['min_phi']:.2e} m")
+    square = summary['square']
+    print(f"  Fig. 2 square: c = 0 {square['perfect_status']}; c lambda_N at c = "
+          f"{square['c'][-1]:g}: {np.round(square['c_lambda_n'][-1], 4).tolist()}")
+    print(f"  hand-built vs Drake path: max |dq| {summary['hand_vs_drake_max_dq']:.2e}")
+    if args.json:
+        _write_json(args.json, paper_jamming.json_ready(summary))
+    args.png.parent.mkdir(parents=True, exist_ok=True)
+    paper_jamming.plot(summary, args.png)
     print(f'Figures written to {args.png}')
     return 0
 

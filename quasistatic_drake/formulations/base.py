@@ -35,7 +35,7 @@ module imports neither Drake nor ROS.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional
 
 import numpy as np
@@ -59,6 +59,27 @@ class ModelFacts:
     quasi_dynamic: bool               # the scenario's quasi_dynamic
     quasi_static_inertia_ratio: float
     detection_tolerance: float        # the scenario's contact_detection_tolerance [m]
+    robot_names: tuple[str, ...] = ()      # the robots, scenario order
+    robot_sizes: tuple[int, ...] = ()      # each robot's commanded joints (robot_v_idx runs)
+    object_names: tuple[str, ...] = ()     # the objects, scenario order
+    object_sizes: tuple[int, ...] = ()     # each object's velocities (object_v_idx runs)
+    plane_normal: Optional[np.ndarray] = None   # the objects' plane of motion (n_d = 2)
+    gravity: np.ndarray = field(default_factory=lambda: np.zeros(3))   # [m/s^2]
+    object_frames_default: tuple["ObjectFrame", ...] = ()   # at the initial q
+
+
+@dataclass(frozen=True)
+class ObjectFrame:
+    """
+    An object's reported body at q: its orientation and its centre of mass's Jacobian.
+
+    ``J_com`` (6 x k) maps the object's own k velocities (its run of
+    ``object_v_idx``) to the spatial velocity [w; v] of the body's centre of
+    mass, both in the world frame.
+    """
+
+    R_WB: np.ndarray
+    J_com: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -84,6 +105,8 @@ class StepProblem:
     J_w: np.ndarray
     J_v: np.ndarray
     body_radii: np.ndarray
+    # each object's ObjectFrame at q, when the formulation asks (needs_object_frames)
+    object_frames: tuple[ObjectFrame, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -92,6 +115,7 @@ class StepSolution:
 
     v: Optional[np.ndarray]
     impulses_W: np.ndarray   # (n_c, 3) impulse on body_b by body_a per contact [N s]
+    #                          (times an unknown k when the formulation has scaled_impulses)
     status: str              # "optimal" when v is not None, else the solver's reason
     solve_time: float        # the solver's own time [s]
 
@@ -112,6 +136,11 @@ class Formulation(ABC):
     # Whether building the engine solves one step to load the compiled kernels:
     # False where a solve is costly or may be refused (a licence limit).
     solves_at_warm_up: ClassVar[bool] = True
+    # Whether StepProblem.object_frames is filled (a cost per step: one Jacobian per object).
+    needs_object_frames: ClassVar[bool] = False
+    # Whether the impulses are known only up to a scale (Halm & Posa's limit-surface factor
+    # k, eq. 10): the step then reports them as scaled impulses and no force in newtons.
+    scaled_impulses: ClassVar[bool] = False
 
     def __init__(self, facts: ModelFacts, settings: Any):
         """Keep the model's facts and the (validated) settings."""

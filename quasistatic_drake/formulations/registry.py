@@ -15,6 +15,7 @@ from importlib import import_module
 _BUILT_IN = {
     "qp": "quasistatic_drake.formulations.qp:QpFormulation",
     "miqp": "quasistatic_drake.formulations.miqp:MiqpFormulation",
+    "lcp": "quasistatic_drake.formulations.lcp:LcpFormulation",
 }
 _registered: dict[str, type] = {}
 
