@@ -50,7 +50,7 @@ nor ROS.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional
 
 import numba
 import numpy as np
@@ -59,6 +59,7 @@ from quasistatic_drake.contact import ContactSet
 from quasistatic_drake.formulations.base import (Formulation, lead_bounded, ModelFacts,
                                                  spring_reference, StepProblem, StepSolution)
 from quasistatic_drake.formulations.qp_backends import QpSolverResult, solve_daqp
+from quasistatic_drake.formulations.qp_sensitivity import active_set, solution_derivative
 from quasistatic_drake.schema import NoSettings
 
 
@@ -75,6 +76,16 @@ class QpSolution(StepSolution):
     """The solved step QP: v' (None on failure), the contact impulses on B by A, status."""
 
     constraint_rows: int = 0    # Anitescu's rows, one per friction-cone extreme ray
+    duals: Optional[np.ndarray] = None   # beta, one per row (None on failure)
+
+
+@dataclass(frozen=True)
+class CommandDerivatives:
+    """dv'/dv_cmd and dv'/dq_ref (n_v x n_a) of a solved step, and whether they are one-sided."""
+
+    dv_dv_cmd: np.ndarray
+    dv_dq_ref: np.ndarray
+    degenerate: bool
 
 
 QpSolver = Callable[..., QpSolverResult]   # (H, f, A, lower, x_lower, x_upper), qp_backends
@@ -113,6 +124,34 @@ class QpFormulation(Formulation):
                        problem.tau_u)
         return solve_qp_step(cost, contacts, facts.h, problem.v_lower, problem.v_upper,
                              self.solver)
+
+    def command_derivatives(self, problem: StepProblem, contacts: ContactSet,
+                            solution: QpSolution) -> CommandDerivatives:
+        """
+        Return dv'/dv_cmd and dv'/dq_ref of a solved step, from the QP's KKT conditions.
+
+        The commands enter b only: b_a = -h K (q_ref + h v_cmd - q_a), so
+        db/dq_ref = -h K and db/dv_cmd = -h^2 K on the robots' rows
+        (``qp_sensitivity``: strongly active rows held tight, rank-deficient
+        rows solved in their null space).
+        """
+        facts = self.facts
+        h, idx_a = facts.h, facts.robot_v_idx
+        M_u = problem.M_u if facts.quasi_dynamic else self.inertia_scale * problem.M_u
+        cost = qp_cost(facts.n_v, h, idx_a, facts.stiffness, problem.q_a,
+                       spring_reference(problem, h), facts.object_v_idx, M_u, problem.tau_u)
+        A, index = friction_cone_rows(contacts)
+        lower = -contacts.phi[index[:, 0]] / h if len(index) else np.zeros(0)
+        active = active_set(cost.Q, cost.b, A, lower, problem.v_lower, problem.v_upper,
+                            solution.v, solution.duals)
+        n_a = len(idx_a)
+        db_dq_ref = np.zeros((facts.n_v, n_a))
+        db_dq_ref[idx_a, np.arange(n_a)] = -h * facts.stiffness
+        zeros_rows, zeros_bounds = np.zeros((len(lower), n_a)), np.zeros((facts.n_v, n_a))
+        derivative = solution_derivative(cost.Q, A, active, db_dq_ref, zeros_rows,
+                                         zeros_bounds, zeros_bounds)
+        return CommandDerivatives(dv_dv_cmd=h * derivative.dx, dv_dq_ref=derivative.dx,
+                                  degenerate=derivative.degenerate)
 
     def next_reference(self, problem: StepProblem, q_a_next: np.ndarray,
                        solution: StepSolution) -> tuple[np.ndarray, bool]:
@@ -207,8 +246,9 @@ def solve_qp_step(cost: QpCost, contacts: ContactSet, h: float,
     if not result.ok:
         return QpSolution(None, np.zeros((contacts.n_c, 3)), result.status,
                           result.solve_time, len(lower))
-    impulses = contact_impulses(contacts, index, np.maximum(result.duals, 0.0))
-    return QpSolution(result.x, impulses, "optimal", result.solve_time, len(lower))
+    duals = np.maximum(result.duals, 0.0)
+    impulses = contact_impulses(contacts, index, duals)
+    return QpSolution(result.x, impulses, "optimal", result.solve_time, len(lower), duals)
 
 
 def contact_impulses(contacts: ContactSet, index: np.ndarray, beta: np.ndarray) -> np.ndarray:

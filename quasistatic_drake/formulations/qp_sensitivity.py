@@ -1,0 +1,144 @@
+r"""
+Derivatives of a QP's solution with respect to its data, from the KKT conditions.
+
+For the QP of ``qp_backends.solve_daqp``,
+
+    minimise  1/2 x^T H x + f(p)^T x
+    subject to  A x >= l(p),   x_lower(p) <= x <= x_upper(p),
+
+at a solution x* with multipliers beta >= 0 on the rows and nu on the
+bounds, the constraints that are *strongly* active (tight with a positive
+multiplier) stay tight under a small change of p, and the rest stay slack.
+With E the strongly active rows and bounds stacked as equalities E x = e(p),
+the KKT conditions H x + f = E^T mu, E x = e differentiate to
+
+    H dx + df = E^T dmu,    E dx = de.
+
+E may be rank-deficient (two sticking contacts on one face give parallel
+rows, Anitescu's cone rows share a normal): its multipliers are then not
+unique, but dx is.  It is solved in the null space of E: a particular
+solution dx_p = E^+ de (least squares), Z a basis of null(E), and
+
+    dx = dx_p - Z (Z^T H Z)^-1 Z^T (H dx_p + df).
+
+A tight row with a zero multiplier that the strongly active rows span is
+redundant (a parallel row; DAQP gives one of two parallel rows all the
+multiplier): it stays tight with them and joins E.  Any other constraint
+that is tight with a zero multiplier is weakly active.  If the derivative
+computed without it keeps it tight (a sticking contact's cone rows without
+multiplier), that derivative is two-sided; if it would move it, it turns
+active or slack depending on the direction of the change, only one-sided
+derivatives exist, and the result says so (``degenerate``; the derivative
+given is the one with that constraint left slack).  This module imports neither Drake nor
+ROS.  (The step gradients of Song, Kumar & Pang's planning, and qsim's
+``get_Dq_nextDqa_cmd``, are built on this.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+ACTIVE_TOL = 1e-9       # relative: a slack or multiplier this small counts as zero
+
+
+@dataclass(frozen=True)
+class ActiveSet:
+    """The constraints of a QP solution that stay tight, and those only weakly active."""
+
+    rows: np.ndarray        # rows of A tight with a positive multiplier (or spanned by those)
+    lower: np.ndarray       # variables at their lower bound with a positive multiplier
+    upper: np.ndarray       # variables at their upper bound with a positive multiplier
+    weak_rows: np.ndarray   # tight rows with a zero multiplier that the others do not span
+    weak_lower: np.ndarray  # variables at a bound with a zero multiplier
+    weak_upper: np.ndarray
+
+
+@dataclass(frozen=True)
+class Derivative:
+    """dx/dp (n x k), and whether it is one-sided (a weakly active constraint would move)."""
+
+    dx: np.ndarray
+    degenerate: bool
+
+
+def active_set(H: np.ndarray, f: np.ndarray, A: np.ndarray, lower: np.ndarray,
+               x_lower: np.ndarray, x_upper: np.ndarray, x: np.ndarray,
+               duals: np.ndarray, tol: float = ACTIVE_TOL) -> ActiveSet:
+    """
+    Return the strongly and weakly active constraints of the solution x (``duals`` on rows).
+
+    The bounds' multipliers follow from stationarity: nu = H x + f - A^T duals
+    (positive at an active lower bound, negative at an active upper one).
+    """
+    scale = 1.0 + np.abs(x).max(initial=0.0)
+    force = 1.0 + np.abs(H @ x + f).max(initial=0.0) + np.abs(duals).max(initial=0.0)
+    slack = A @ x - lower if len(lower) else np.zeros(0)
+    tight = slack <= tol * scale * (1.0 + np.abs(lower))
+    positive = duals > tol * force
+    nu = H @ x + f - A.T @ duals
+    at_lower = np.abs(x - x_lower) <= tol * scale
+    at_upper = np.abs(x_upper - x) <= tol * scale
+    lower_on = at_lower & (nu > tol * force)
+    upper_on = at_upper & (-nu > tol * force)
+    rows = np.flatnonzero(tight & positive)
+    identity = np.eye(len(x))
+    E = np.vstack([A[rows], identity[np.flatnonzero(lower_on)],
+                   identity[np.flatnonzero(upper_on)]])
+    # a tight row without multiplier that the strong rows span is redundant (a parallel
+    # row): it stays tight with them
+    weak, redundant = [], []
+    for r in np.flatnonzero(tight & ~positive):
+        (redundant if _spanned(E, A[r]) else weak).append(r)
+    return ActiveSet(rows=np.array(sorted([*rows, *redundant]), dtype=int),
+                     lower=np.flatnonzero(lower_on), upper=np.flatnonzero(upper_on),
+                     weak_rows=np.array(weak, dtype=int),
+                     weak_lower=np.flatnonzero(at_lower & ~lower_on),
+                     weak_upper=np.flatnonzero(at_upper & ~upper_on))
+
+
+def solution_derivative(H: np.ndarray, A: np.ndarray, active: ActiveSet, df: np.ndarray,
+                        dl: np.ndarray, dx_lower: np.ndarray,
+                        dx_upper: np.ndarray) -> Derivative:
+    """
+    Return dx/dp (n x k) for changes df (n x k), dl (m x k) and of the bounds (n x k each).
+
+    The null-space solve of the module docstring on ``active``'s strong
+    equalities.  The weakly active constraints are then checked: if dx keeps
+    each of them tight for every column, dx is the two-sided derivative (a
+    sticking contact's cone rows without multiplier are such); if it moves
+    one, only one-sided derivatives exist and ``degenerate`` is True.
+    """
+    n = H.shape[0]
+    identity = np.eye(n)
+    E = np.vstack([A[active.rows], identity[active.lower], identity[active.upper]])
+    de = np.vstack([dl[active.rows], dx_lower[active.lower], dx_upper[active.upper]])
+    if E.shape[0] == 0:
+        dx = -np.linalg.solve(H, df)
+    else:
+        dx_p = np.linalg.lstsq(E, de, rcond=None)[0]
+        Z = _null_space(E)
+        dx = dx_p if Z.shape[1] == 0 else dx_p - Z @ np.linalg.solve(
+            Z.T @ H @ Z, Z.T @ (H @ dx_p + df))
+    moved = np.concatenate([
+        (A[active.weak_rows] @ dx - dl[active.weak_rows]).reshape(-1),
+        (dx[active.weak_lower] - dx_lower[active.weak_lower]).reshape(-1),
+        (dx[active.weak_upper] - dx_upper[active.weak_upper]).reshape(-1)])
+    size = 1.0 + np.abs(dx).max(initial=0.0)
+    return Derivative(dx, bool(np.any(np.abs(moved) > 1e-7 * size)))
+
+
+def _spanned(E: np.ndarray, row: np.ndarray) -> bool:
+    """Return whether ``row`` lies in the row space of E (to a relative 1e-9)."""
+    if E.shape[0] == 0:
+        return False
+    coefficients = np.linalg.lstsq(E.T, row, rcond=None)[0]
+    return bool(np.linalg.norm(E.T @ coefficients - row) <= 1e-9 * np.linalg.norm(row))
+
+
+def _null_space(E: np.ndarray) -> np.ndarray:
+    """Return an orthonormal basis of E's null space (rank by a relative singular-value cut)."""
+    _, s, vt = np.linalg.svd(E)
+    rank = int(np.sum(s > s.max(initial=0.0) * max(E.shape) * np.finfo(float).eps * 1e3))
+    return vt[rank:].T
