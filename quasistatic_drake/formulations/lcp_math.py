@@ -125,3 +125,59 @@ def limit_surface_matrix(A_body: np.ndarray, theta: float) -> np.ndarray:
     c, s = np.cos(theta), np.sin(theta)
     R = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
     return R @ A_body @ R.T
+
+
+@dataclass(frozen=True)
+class LcpDerivative:
+    """dz/dp (n x k) of an LCP solution through its basis, and whether it is one-sided."""
+
+    dz: np.ndarray
+    degenerate: bool
+
+
+def lcp_solution_derivative(M: np.ndarray, w: np.ndarray, z: np.ndarray, dw: np.ndarray,
+                            tol: float = 1e-9) -> LcpDerivative:
+    """
+    Return dz/dp of a solution z of LCP(M, w(p)) for dw = dw/dp (n x k), through its basis.
+
+    With the basic set a = {z_i > 0} (where s_i = (M z + w)_i = 0) held, z_a
+    follows M_aa dz_a = -dw_a and z stays 0 elsewhere.  An index with
+    z_i = 0 and s_i = 0 is weakly active.  Its s_i = 0 is first held too
+    (the equations M_wa dz_a = -dw_w added, solved in least squares): M_aa is
+    often singular, and the weak rows are what fix the rest (a contact that
+    does not touch has a basic gamma, its sliding speed, set by the tangent
+    row with zero impulse).  If all the equations hold, the derivative is
+    two-sided.  If they cannot, only one-sided derivatives exist
+    (``degenerate``): the one given holds the basic set only.
+    """
+    s = M @ z + w
+    scale = 1.0 + np.abs(z).max(initial=0.0)
+    basic = np.flatnonzero(z > tol * scale)
+    weak = np.flatnonzero((z <= tol * scale) & (np.abs(s) <= tol * (1.0 + np.abs(w))))
+    dz = np.zeros((len(z), dw.shape[1]))
+    if not len(basic):
+        return LcpDerivative(dz, bool(np.any(np.abs(dw[weak]) > 0.0)))
+    held = np.concatenate([basic, weak])
+    dz[basic] = np.linalg.lstsq(M[np.ix_(held, basic)], -dw[held], rcond=None)[0]
+    size = 1.0 + np.abs(dz).max(initial=0.0) + np.abs(dw).max(initial=0.0)
+    if np.all(np.abs(M[held] @ dz + dw[held]) <= 1e-9 * size):
+        return LcpDerivative(dz, False)
+    dz[basic] = np.linalg.lstsq(M[np.ix_(basic, basic)], -dw[basic], rcond=None)[0]
+    return LcpDerivative(dz, True)
+
+
+def command_derivative(contacts: PlanarContacts, data: LcpData, A: np.ndarray, cB: np.ndarray,
+                       h: float, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+    """
+    Return d(dq_o)/du, d(dq_m)/du of a solved step and whether they are one-sided.
+
+    u enters w~ as [J_N,m h u; J_T,m h u; 0] (eq. 38) and dq_m as h u (eq. 33).
+    """
+    J_o = np.vstack([contacts.J_n_o, contacts.J_t_o])
+    J_m = np.vstack([contacts.J_n_m, contacts.J_t_m])
+    dw = np.zeros((len(data.w), J_m.shape[1]))
+    dw[:J_m.shape[0]] = h * J_m
+    derivative = lcp_solution_derivative(data.M, data.w, z, dw)
+    d_impulses = derivative.dz[:J_m.shape[0]]
+    return (A @ J_o.T @ d_impulses, cB @ J_m.T @ d_impulses + h * np.eye(J_m.shape[1]),
+            derivative.degenerate)
