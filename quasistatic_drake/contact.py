@@ -47,6 +47,17 @@ class ContactSet:
         """Return the number of tangent directions per contact."""
         return self.tangents_W.shape[1]
 
+    def take(self, indices: np.ndarray) -> "ContactSet":
+        """Return the contacts ``indices`` (in that order), with their tangent rows."""
+        keep = np.asarray(indices, dtype=int)
+        rows = (keep[:, None] * self.n_d + np.arange(self.n_d)[None]).reshape(-1)
+        return ContactSet(phi=self.phi[keep], J_n=self.J_n[keep], J_f=self.J_f[rows],
+                          mu=self.mu[keep], normal_W=self.normal_W[keep],
+                          tangents_W=self.tangents_W[keep], point_A_W=self.point_A_W[keep],
+                          point_B_W=self.point_B_W[keep],
+                          body_a=tuple(self.body_a[i] for i in keep),
+                          body_b=tuple(self.body_b[i] for i in keep))
+
     @staticmethod
     def empty(n_v: int, n_d: int) -> "ContactSet":
         """Return a contact set with no contacts."""
@@ -139,14 +150,7 @@ def thin_contacts(contacts: ContactSet, per_pair: int) -> ContactSet:
         pairs.setdefault(pair, []).append(i)
     for members in pairs.values():
         keep.extend(_thin_pair(contacts, np.array(members), per_pair))
-    keep = np.array(sorted(keep), dtype=int)
-    rows = (keep[:, None] * contacts.n_d + np.arange(contacts.n_d)[None]).reshape(-1)
-    return ContactSet(phi=contacts.phi[keep], J_n=contacts.J_n[keep], J_f=contacts.J_f[rows],
-                      mu=contacts.mu[keep], normal_W=contacts.normal_W[keep],
-                      tangents_W=contacts.tangents_W[keep], point_A_W=contacts.point_A_W[keep],
-                      point_B_W=contacts.point_B_W[keep],
-                      body_a=tuple(contacts.body_a[i] for i in keep),
-                      body_b=tuple(contacts.body_b[i] for i in keep))
+    return contacts.take(np.array(sorted(keep), dtype=int))
 
 
 def _thin_pair(contacts: ContactSet, members: np.ndarray, per_pair: int) -> list:

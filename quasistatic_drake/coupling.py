@@ -105,6 +105,7 @@ class CoupledFormulation:
     solves_at_warm_up = property(lambda self: self.inner.solves_at_warm_up)
     needs_object_frames = property(lambda self: self.inner.needs_object_frames)
     scaled_impulses = property(lambda self: self.inner.scaled_impulses)
+    gives_gradients = property(lambda self: self.inner.gives_gradients)
 
     def contacts(self, contacts: ContactSet) -> ContactSet:
         """Return the contacts the inner formulation takes."""
@@ -113,13 +114,27 @@ class CoupledFormulation:
     def solve(self, problem: StepProblem, contacts: ContactSet,
               warm_start: Any = None) -> StepSolution:
         """Solve in w; return the solution with v = T w."""
+        solution = self.inner.solve(*self._reduced(problem, contacts), warm_start)
+        return (solution if solution.v is None
+                else replace(solution, v=self.coupling.expand(solution.v)))
+
+    def solution_derivative(self, problem: StepProblem, contacts: ContactSet,
+                            solution: StepSolution, changes: list, delta: float
+                            ) -> tuple[np.ndarray, bool]:
+        """Differentiate in w; return dv/dtheta = T dw/dtheta."""
+        reduced = [tuple(self._reduced(*data) for data in pair) for pair in changes]
+        dw, degenerate = self.inner.solution_derivative(
+            *self._reduced(problem, contacts),
+            replace(solution, v=solution.v[self.coupling.kept]), reduced, delta)
+        return self.coupling.T @ dw, degenerate
+
+    def _reduced(self, problem: StepProblem, contacts: ContactSet) -> tuple:
+        """Return the problem and the contacts in w (as ``solve`` gives them to the inner)."""
         c = self.coupling
         lower, upper = c.bounds(problem.v_lower, problem.v_upper)
-        reduced = replace(problem, v_lower=lower, v_upper=upper, J_w=c.columns(problem.J_w),
-                          J_v=c.columns(problem.J_v))
-        rows = replace(contacts, J_n=c.columns(contacts.J_n), J_f=c.columns(contacts.J_f))
-        solution = self.inner.solve(reduced, rows, warm_start)
-        return solution if solution.v is None else replace(solution, v=c.expand(solution.v))
+        return (replace(problem, v_lower=lower, v_upper=upper, J_w=c.columns(problem.J_w),
+                        J_v=c.columns(problem.J_v)),
+                replace(contacts, J_n=c.columns(contacts.J_n), J_f=c.columns(contacts.J_f)))
 
     def recovers_from(self, solution: StepSolution) -> bool:
         """Return the inner formulation's answer."""

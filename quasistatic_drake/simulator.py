@@ -57,6 +57,7 @@ from quasistatic_drake.manifold import body_motions
 from quasistatic_drake.model import QuasistaticModel
 from quasistatic_drake.scenario import Scenario, ScenarioError
 from quasistatic_drake.schema import SchemaError
+from quasistatic_drake.step_gradients import step_gradients
 
 __all__ = ["CommandError", "Contact", "QuasistaticSimulator", "Rollout", "StepResult"]
 
@@ -128,6 +129,10 @@ class StepResult:
     warm_start_next: Any = None
     solution: Optional[StepSolution] = None
     scaled_impulses_W: Optional[np.ndarray] = None
+    dq_next_dq: Optional[np.ndarray] = None        # step(gradients=True): n_q x n_q
+    dq_next_dv_cmd: Optional[np.ndarray] = None    # n_q x n_a (robots, joints in order)
+    dq_next_dq_ref: Optional[np.ndarray] = None    # n_q x n_a
+    gradient_degenerate: bool = False              # one-sided: a weakly active constraint
 
     @property
     def success(self) -> bool:
@@ -231,7 +236,8 @@ class QuasistaticSimulator:
 
     def step(self, q: np.ndarray, v_cmd: Mapping[str, np.ndarray],
              q_ref: Optional[np.ndarray] = None, warm_start: Any = None,
-             object_forces: Optional[Mapping[str, np.ndarray]] = None) -> StepResult:
+             object_forces: Optional[Mapping[str, np.ndarray]] = None,
+             gradients: bool = False) -> StepResult:
         """
         Advance q by one time step h under the robots' velocity commands.
 
@@ -249,7 +255,10 @@ class QuasistaticSimulator:
         the MIQP's ``MiqpTooLarge``; its message gives the fixes).  A failed
         solve, or any other failure inside the step (status "error": whatever
         was raised but KeyboardInterrupt), returns a result with q_next = q:
-        the engine stays usable.
+        the engine stays usable.  ``gradients=True`` also fills the step's
+        derivatives ``dq_next_dq``, ``dq_next_dv_cmd`` and ``dq_next_dq_ref``
+        (``step_gradients.py``) on a successful step; a formulation that
+        gives none is a CommandError.
         """
         start = time.perf_counter()
         q = self._checked_q(q).copy()
@@ -257,8 +266,12 @@ class QuasistaticSimulator:
         q_ref = self._start_reference(q, q_ref)
         warm_start = self.formulation.checked_warm_start(warm_start)
         tau_ext = self._checked_object_forces(object_forces)
+        if gradients and not self.formulation.gives_gradients:
+            raise CommandError(
+                f"gradients=True: formulation {self.formulation.name!r} gives no step "
+                "gradients. Fix: formulation qp or lcp, or gradients=False.")
         try:
-            return self._step(q, q_ref, v_bar, warm_start, start, tau_ext)
+            return self._step(q, q_ref, v_bar, warm_start, start, tau_ext, gradients)
         except SolverLimitExceeded:
             raise
         except (Exception, SystemExit) as err:   # noqa: B902 - nothing may end the process
@@ -294,7 +307,8 @@ class QuasistaticSimulator:
         return Rollout(q=np.array(qs), q_ref=np.array(refs), results=tuple(results))
 
     def _step(self, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, warm_start: Any,
-              start: float, tau_ext: Optional[np.ndarray] = None) -> StepResult:
+              start: float, tau_ext: Optional[np.ndarray] = None,
+              gradients: bool = False) -> StepResult:
         """Detect, solve and integrate one step from checked inputs (:meth:`step`)."""
         formulation = self.formulation
         tolerance = self.scenario.contact_detection_tolerance
@@ -314,11 +328,16 @@ class QuasistaticSimulator:
         q_next = self._integrate(q, attempt.solution.v)
         if self._deepened(pairs, q_next):
             self.model.set_positions(q)
-            limited = self._solve(self._turn_limited(problem), contacts, warm_start)
+            limited_problem = self._turn_limited(problem)
+            limited = self._solve(limited_problem, contacts, warm_start)
             if limited.solution.v is not None:
                 attempt = replace(limited, rotation_limited=True)
+                problem = limited_problem
+                self.model.set_positions(q)
                 q_next = self._integrate(q, limited.solution.v)
         solution = attempt.solution
+        derivatives = (step_gradients(self, q, q_ref, v_bar, tau_ext, problem, contacts,
+                                      attempt, tolerance) if gradients else None)
         q_ref_next, reference_limited = formulation.next_reference(
             problem, q_next[self._robot_q_idx], solution)
         return StepResult(
@@ -329,7 +348,12 @@ class QuasistaticSimulator:
             recovery_dropped=attempt.recovery_fraction < 1.0,
             recovery_fraction=attempt.recovery_fraction,
             rotation_limited=attempt.rotation_limited, reference_limited=reference_limited,
-            warm_start_next=solution.warm_start_next, solution=solution)
+            warm_start_next=solution.warm_start_next, solution=solution,
+            **({} if derivatives is None else {
+                "dq_next_dq": derivatives.dq_next_dq,
+                "dq_next_dv_cmd": derivatives.dq_next_dv_cmd,
+                "dq_next_dq_ref": derivatives.dq_next_dq_ref,
+                "gradient_degenerate": derivatives.degenerate}))
 
     # ----- the step ----------------------------------------------------------
     def _problem(self, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray,

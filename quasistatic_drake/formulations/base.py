@@ -141,6 +141,8 @@ class Formulation(ABC):
     # Whether the impulses are known only up to a scale (Halm & Posa's limit-surface factor
     # k, eq. 10): the step then reports them as scaled impulses and no force in newtons.
     scaled_impulses: ClassVar[bool] = False
+    # Whether solution_derivative is implemented (step(gradients=True)).
+    gives_gradients: ClassVar[bool] = False
 
     def __init__(self, facts: ModelFacts, settings: Any):
         """Keep the model's facts and the (validated) settings."""
@@ -159,6 +161,21 @@ class Formulation(ABC):
     def recovers_from(self, solution: StepSolution) -> bool:
         """Return whether a failed solve may be retried with less penetration recovery."""
         return True
+
+    def solution_derivative(self, problem: StepProblem, contacts: ContactSet,
+                            solution: StepSolution, changes: list, delta: float
+                            ) -> tuple[np.ndarray, bool]:
+        """
+        Return dv'/dtheta (n_v x k) of a solved step, and whether it is one-sided.
+
+        ``changes`` holds, per parameter theta_j, the step's data at theta_j
+        + delta and at theta_j - delta: ((problem, contacts), (problem,
+        contacts)).  A formulation differentiates its optimality conditions
+        at ``solution`` with the central differences of its data (the step
+        gradients, ``QuasistaticSimulator.step(gradients=True)``).  A
+        formulation that cannot raises NotImplementedError with the reason.
+        """
+        raise NotImplementedError(f"formulation {self.name!r} gives no step gradients")
 
     @abstractmethod
     def next_reference(self, problem: StepProblem, q_a_next: np.ndarray,

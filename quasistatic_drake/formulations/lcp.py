@@ -43,7 +43,8 @@ import numpy as np
 from quasistatic_drake.contact import ContactSet
 from quasistatic_drake.formulations.base import (Formulation, ModelFacts, ObjectFrame,
                                                  one_step_reference, StepProblem, StepSolution)
-from quasistatic_drake.formulations.lcp_math import (finite_feedback_lcp, PlanarContacts,
+from quasistatic_drake.formulations.lcp_math import (finite_feedback_lcp,
+                                                     lcp_solution_derivative, PlanarContacts,
                                                      step_displacements)
 from quasistatic_drake.formulations.lcp_solvers import BACKENDS, CERTIFIERS, solve_lcp
 from quasistatic_drake.schema import (mapping_of, number, one_of, SchemaError, setting,
@@ -86,6 +87,7 @@ class LcpStepSolution(StepSolution):
     lcp_size: int = 0
     residual: float = np.inf
     detail: str = ""
+    bounded: Optional[np.ndarray] = None    # the velocities whose bounds were rows
 
 
 class LcpFormulation(Formulation):
@@ -95,6 +97,7 @@ class LcpFormulation(Formulation):
     settings_type = LcpSettings
     needs_object_frames = True
     scaled_impulses = True
+    gives_gradients = True
     recovery_bisections = 4
 
     def __init__(self, facts: ModelFacts, settings: LcpSettings):
@@ -134,7 +137,8 @@ class LcpFormulation(Formulation):
             if not more.any():
                 return LcpStepSolution(v, contact_impulses(contacts, result.z), "optimal",
                                        spent, z=result.z, lcp_size=len(data.w),
-                                       residual=result.residual, detail=result.detail)
+                                       residual=result.residual, detail=result.detail,
+                                       bounded=bounded.copy())
             bounded |= more
         return LcpStepSolution(None, np.zeros((contacts.n_c, 3)), "bounds not met", spent,
                                lcp_size=len(data.w),
@@ -143,6 +147,59 @@ class LcpFormulation(Formulation):
     def recovers_from(self, solution: StepSolution) -> bool:
         """Return True: with less penetration to work off, a step may have a solution."""
         return True
+
+    def solution_derivative(self, problem: StepProblem, contacts: ContactSet,
+                            solution: LcpStepSolution, changes: list, delta: float
+                            ) -> tuple[np.ndarray, bool]:
+        """
+        Return dv'/dtheta through the LCP's basis, with central differences of its data.
+
+        Per parameter, the data's change dM, dw gives the basis the change
+        dM z + dw (``lcp_math.lcp_solution_derivative``), and the step's
+        displacement dq = D z + d0 (eqs. 32-33) changes by dD z + dd0 + D dz.
+        A parameter whose changed step has other rows has no derivative: its
+        column is zero and the result is flagged one-sided.
+        """
+        z = solution.z
+        rows, A, u, data = self._lcp_data(problem, contacts, solution.bounded)
+        columns, d_data, broken = [], [], False
+        for plus, minus in changes:
+            high = self._lcp_data(*plus, solution.bounded)
+            low = self._lcp_data(*minus, solution.bounded)
+            if high[3].M.shape != data.M.shape or low[3].M.shape != data.M.shape:
+                broken = True
+                d_data.append(np.zeros(len(z)))
+                columns.append(np.zeros(self.facts.n_v))
+                continue
+            d_data.append(((high[3].M - low[3].M) @ z + high[3].w - low[3].w) / (2 * delta))
+            columns.append((self._velocity(*high[:3], z) - self._velocity(*low[:3], z))
+                           / (2 * delta))
+        d_data = np.array(d_data).reshape(len(changes), len(z)).T
+        derivative = lcp_solution_derivative(data.M, data.w, z, d_data)
+        through_z = np.array([self._velocity(rows, A, 0.0 * u, dz)
+                              for dz in derivative.dz.T]).reshape(len(changes), -1)
+        dv = np.array(columns).reshape(len(changes), -1) + through_z
+        return dv.T, bool(broken or derivative.degenerate)
+
+    def _lcp_data(self, problem: StepProblem, contacts: ContactSet, bounded: np.ndarray
+                  ) -> tuple:
+        """Return (rows, A, u, LCP data) of a step with the bound rows ``bounded``."""
+        facts = self.facts
+        lower, upper = problem.v_lower, problem.v_upper
+        u = np.clip(problem.v_cmd, lower[facts.robot_v_idx], upper[facts.robot_v_idx])
+        A = self.limit_surface_matrix(problem.object_frames)
+        rows = planar_contacts(contacts, lower, upper, facts.h, facts.object_v_idx,
+                               facts.robot_v_idx, bounded)
+        return rows, A, u, finite_feedback_lcp(rows, A, self.cB, facts.h, u)
+
+    def _velocity(self, rows: PlanarContacts, A: np.ndarray, u: np.ndarray,
+                  z: np.ndarray) -> np.ndarray:
+        """Return v' = [dq_o; dq_m] / h in v's layout (eqs. 32-33)."""
+        facts = self.facts
+        dq_o, dq_m = step_displacements(rows, A, self.cB, facts.h, u, z)
+        v = np.zeros(facts.n_v)
+        v[facts.object_v_idx], v[facts.robot_v_idx] = dq_o / facts.h, dq_m / facts.h
+        return v
 
     def next_reference(self, problem: StepProblem, q_a_next: np.ndarray,
                        solution: StepSolution) -> tuple[np.ndarray, bool]:

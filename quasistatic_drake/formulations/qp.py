@@ -79,15 +79,6 @@ class QpSolution(StepSolution):
     duals: Optional[np.ndarray] = None   # beta, one per row (None on failure)
 
 
-@dataclass(frozen=True)
-class CommandDerivatives:
-    """dv'/dv_cmd and dv'/dq_ref (n_v x n_a) of a solved step, and whether they are one-sided."""
-
-    dv_dv_cmd: np.ndarray
-    dv_dq_ref: np.ndarray
-    degenerate: bool
-
-
 QpSolver = Callable[..., QpSolverResult]   # (H, f, A, lower, x_lower, x_upper), qp_backends
 
 
@@ -105,6 +96,7 @@ class QpFormulation(Formulation):
 
     name = "qp"
     settings_type = NoSettings
+    gives_gradients = True
 
     def __init__(self, facts: ModelFacts, settings: NoSettings):
         """Fix the objects' inertia scale for the scenario's mode."""
@@ -125,33 +117,49 @@ class QpFormulation(Formulation):
         return solve_qp_step(cost, contacts, facts.h, problem.v_lower, problem.v_upper,
                              self.solver)
 
-    def command_derivatives(self, problem: StepProblem, contacts: ContactSet,
-                            solution: QpSolution) -> CommandDerivatives:
+    def solution_derivative(self, problem: StepProblem, contacts: ContactSet,
+                            solution: QpSolution, changes: list, delta: float
+                            ) -> tuple[np.ndarray, bool]:
         """
-        Return dv'/dv_cmd and dv'/dq_ref of a solved step, from the QP's KKT conditions.
+        Return dv'/dtheta from the KKT conditions with central differences of the QP's data.
 
-        The commands enter b only: b_a = -h K (q_ref + h v_cmd - q_a), so
-        db/dq_ref = -h K and db/dv_cmd = -h^2 K on the robots' rows
-        (``qp_sensitivity``: strongly active rows held tight, rank-deficient
-        rows solved in their null space).
+        With the data's change dQ, db, dA, dl per parameter, the KKT
+        conditions at (v', beta) give the change of the objective's linear
+        term df = dQ v' + db - dA^T beta and of the rows' bound
+        dl - dA v' (``qp_sensitivity``).  A parameter whose changed step has
+        other contact rows (a contact appears or goes) has no derivative:
+        its column is zero and the result is flagged one-sided.
         """
+        base = self._kkt_data(problem, contacts)
+        Q, b, A, lower, v_lower, v_upper = base
+        v, beta = solution.v, solution.duals
+        active = active_set(Q, b, A, lower, v_lower, v_upper, v, beta)
+        n, k = len(v), len(changes)
+        df, dl = np.zeros((n, k)), np.zeros((len(lower), k))
+        d_lower, d_upper = np.zeros((n, k)), np.zeros((n, k))
+        broken = False
+        for j, (plus, minus) in enumerate(changes):
+            high, low = self._kkt_data(*plus), self._kkt_data(*minus)
+            if high[2].shape != A.shape or low[2].shape != A.shape:
+                broken = True
+                continue
+            dQ, db, dA, d_rows, dlo, dhi = (_difference(x, y, delta) for x, y in zip(high, low))
+            df[:, j] = dQ @ v + db - dA.T @ beta
+            dl[:, j] = d_rows - dA @ v
+            d_lower[:, j], d_upper[:, j] = dlo, dhi
+        derivative = solution_derivative(Q, A, active, df, dl, d_lower, d_upper)
+        return derivative.dx, derivative.degenerate or broken
+
+    def _kkt_data(self, problem: StepProblem, contacts: ContactSet) -> tuple:
+        """Return (Q, b, A, lower, v_lower, v_upper) of the step QP (as ``solve`` builds it)."""
         facts = self.facts
-        h, idx_a = facts.h, facts.robot_v_idx
         M_u = problem.M_u if facts.quasi_dynamic else self.inertia_scale * problem.M_u
-        cost = qp_cost(facts.n_v, h, idx_a, facts.stiffness, problem.q_a,
-                       spring_reference(problem, h), facts.object_v_idx, M_u, problem.tau_u)
+        cost = qp_cost(facts.n_v, facts.h, facts.robot_v_idx, facts.stiffness, problem.q_a,
+                       spring_reference(problem, facts.h), facts.object_v_idx, M_u,
+                       problem.tau_u)
         A, index = friction_cone_rows(contacts)
-        lower = -contacts.phi[index[:, 0]] / h if len(index) else np.zeros(0)
-        active = active_set(cost.Q, cost.b, A, lower, problem.v_lower, problem.v_upper,
-                            solution.v, solution.duals)
-        n_a = len(idx_a)
-        db_dq_ref = np.zeros((facts.n_v, n_a))
-        db_dq_ref[idx_a, np.arange(n_a)] = -h * facts.stiffness
-        zeros_rows, zeros_bounds = np.zeros((len(lower), n_a)), np.zeros((facts.n_v, n_a))
-        derivative = solution_derivative(cost.Q, A, active, db_dq_ref, zeros_rows,
-                                         zeros_bounds, zeros_bounds)
-        return CommandDerivatives(dv_dv_cmd=h * derivative.dx, dv_dq_ref=derivative.dx,
-                                  degenerate=derivative.degenerate)
+        lower = -contacts.phi[index[:, 0]] / facts.h if len(index) else np.zeros(0)
+        return cost.Q, cost.b, A, lower, problem.v_lower, problem.v_upper
 
     def next_reference(self, problem: StepProblem, q_a_next: np.ndarray,
                        solution: StepSolution) -> tuple[np.ndarray, bool]:
@@ -187,6 +195,13 @@ def _assemble_cost(n_v, h, robot_v_idx, stiffness, q_a, q_ref_next, object_v_idx
             Q[object_v_idx[k], object_v_idx[m]] = object_inertia[k, m]
         b[object_v_idx[k]] = -h * tau_g_u[k]
     return Q, b
+
+
+def _difference(high: np.ndarray, low: np.ndarray, delta: float) -> np.ndarray:
+    """Return (high - low) / (2 delta), 0 where both are the same infinite bound."""
+    with np.errstate(invalid="ignore"):
+        change = (high - low) / (2.0 * delta)
+    return np.where(np.isfinite(high) & np.isfinite(low), change, 0.0)
 
 
 def quasi_static_inertia_scale(h: float, stiffness: np.ndarray, M_u: np.ndarray,

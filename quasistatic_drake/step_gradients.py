@@ -1,0 +1,136 @@
+"""
+Step gradients: the derivatives of q_next with respect to q, v_cmd and q_ref.
+
+Planning through the step (Song, Kumar & Pang: boundary-value problems
+solved with the step's own derivatives) needs dq_next/dq, dq_next/dv_cmd
+and dq_next/dq_ref (qsim's ``get_Dq_nextDq`` and ``get_Dq_nextDqa_cmd``).
+``QuasistaticSimulator.step(..., gradients=True)`` fills them from:
+
+* the formulation's derivative of its solution v' (its optimality
+  conditions at the solution, ``Formulation.solution_derivative``: the QP's
+  KKT conditions on its active set, the LCP's basis);
+* the change of the step's data with each parameter.  The commands enter
+  the data exactly linearly.  q enters everywhere: the signed distances,
+  the contact Jacobians (their points and normals move with the bodies),
+  M_u, gravity, the joint-limit bounds.  These enter by central differences
+  of the data at q +- DELTA_Q e_i: the detector run again at each (so the
+  change of the contact Jacobians with q is included, not neglected as
+  qsim's default does);
+* the integration q_next = q + h N(q) v' with quaternions renormalised,
+  differentiated by central differences (it is cheap and smooth).
+
+A parameter whose change makes a contact appear or go (a pair at the edge
+of the detection tolerance, a manifold point at its band) has no
+derivative: the result is flagged ``degenerate``, as it is where a
+constraint is weakly active and only one-sided derivatives exist.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from quasistatic_drake.contact import ContactSet
+from quasistatic_drake.contact_detection import proximity_pairs
+
+DELTA_Q = 1e-6          # [m, rad, quaternion units] the central differences of the data in q
+DELTA_COMMAND = 1e-3    # the commands enter linearly: any step is exact
+
+
+@dataclass(frozen=True)
+class StepGradients:
+    """dq_next/dq (n_q x n_q), dq_next/dv_cmd and dq_next/dq_ref (n_q x n_a)."""
+
+    dq_next_dq: np.ndarray
+    dq_next_dv_cmd: np.ndarray
+    dq_next_dq_ref: np.ndarray
+    degenerate: bool
+
+
+def step_gradients(sim, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, tau_ext,
+                   problem, contacts: ContactSet, attempt, tolerance: float) -> StepGradients:
+    """Return the gradients of a solved step of ``sim`` (module docstring)."""
+    n_q = len(q)
+    changes = [tuple(_data_at(sim, q + sign * DELTA_Q * e, q_ref, v_bar, tau_ext, attempt,
+                              tolerance, contacts) for sign in (1.0, -1.0))
+               for e in np.eye(n_q)]
+    dv_dq, broken = sim.formulation.solution_derivative(
+        problem, contacts, attempt.solution, changes, DELTA_Q)
+    commands = []
+    for field in ("v_cmd", "q_ref"):
+        base = getattr(problem, field)
+        commands.extend(((replace(problem, **{field: base + DELTA_COMMAND * e}), contacts),
+                         (replace(problem, **{field: base - DELTA_COMMAND * e}), contacts))
+                        for e in np.eye(len(base)))
+    dv_dcmd, one_sided = sim.formulation.solution_derivative(
+        problem, contacts, attempt.solution, commands, DELTA_COMMAND)
+    v = attempt.solution.v
+    dI_dq, dI_dv = _integration_jacobians(sim, q, v)
+    n_a = len(v_bar)
+    return StepGradients(dq_next_dq=dI_dq + dI_dv @ dv_dq,
+                         dq_next_dv_cmd=dI_dv @ dv_dcmd[:, :n_a],
+                         dq_next_dq_ref=dI_dv @ dv_dcmd[:, n_a:],
+                         degenerate=bool(broken or one_sided))
+
+
+def _data_at(sim, q: np.ndarray, q_ref, v_bar, tau_ext, attempt, tolerance: float,
+             base: ContactSet) -> tuple:
+    """
+    Return the step's (problem, contacts) at q, as the step built them at its own q.
+
+    The contacts are put in the order of ``base``'s (the detector's order
+    follows Drake's pair order, which a small change of q may permute).
+    """
+    model = sim.model
+    model.set_positions(q)
+    pairs = proximity_pairs(model, tolerance)
+    model.set_positions(q)
+    contacts = matched(base, sim.formulation.contacts(sim.detector.detect(tolerance, pairs)))
+    if attempt.recovery_fraction < 1.0:
+        contacts = replace(contacts, phi=np.where(
+            contacts.phi < 0.0, attempt.recovery_fraction * contacts.phi, contacts.phi))
+    problem = sim._problem(q, q_ref, v_bar, tau_ext)
+    if attempt.rotation_limited:
+        problem = sim._turn_limited(problem)
+    return problem, contacts
+
+
+MATCH_DISTANCE = 1e-4   # [m] a contact point moved further than this is another point
+
+
+def matched(base: ContactSet, other: ContactSet) -> ContactSet:
+    """
+    Return ``other``'s contacts in the order of ``base``'s, each matched to its nearest.
+
+    Matched by body pair and contact point.  Contacts that do not match one
+    to one (a point came or went) are returned as they are: the caller sees
+    other rows and has no derivative for that change.
+    """
+    if other.n_c != base.n_c:
+        return other
+    order, free = [], set(range(other.n_c))
+    for i in range(base.n_c):
+        same = [j for j in free if (other.body_a[j], other.body_b[j])
+                == (base.body_a[i], base.body_b[i])]
+        if not same:
+            return other
+        j = min(same, key=lambda k: np.linalg.norm(other.point_A_W[k] - base.point_A_W[i]))
+        if np.linalg.norm(other.point_A_W[j] - base.point_A_W[i]) > MATCH_DISTANCE:
+            return other
+        order.append(j)
+        free.remove(j)
+    return other.take(np.array(order, dtype=int))
+
+
+def _integration_jacobians(sim, q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return d(q + h N(q) v)/dq and d/dv (quaternions renormalised), by central differences."""
+    def integrate(q_at, v_at):
+        sim.model.set_positions(q_at)
+        return sim._integrate(q_at, v_at)
+    step = 1e-7
+    dI_dq = np.array([(integrate(q + step * e, v) - integrate(q - step * e, v)) / (2 * step)
+                      for e in np.eye(len(q))]).T
+    dI_dv = np.array([(integrate(q, v + step * e) - integrate(q, v - step * e)) / (2 * step)
+                      for e in np.eye(len(v))]).T
+    return dI_dq, dI_dv

@@ -1,0 +1,119 @@
+"""
+step(gradients=True): dq_next/dq, dq_next/dv_cmd and dq_next/dq_ref against central differences.
+
+The QP on the scenes of config/: a finger pushing a box across the table
+(the box a free body: quaternion coordinates), and two pads squeezing a
+lifted box.  Central differences of whole steps (q_next at q +- 1e-6 e_i)
+are the reference.
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+from conftest import REPO_ROOT
+from quasistatic_drake import CommandError, QuasistaticSimulator, Scenario
+
+EPS = 1e-6
+
+
+def scene(name, formulation=None):
+    scenario = Scenario.from_yaml(os.path.join(REPO_ROOT, 'config', name))
+    return QuasistaticSimulator(scenario if formulation is None
+                                else scenario.with_formulation(formulation))
+
+
+def state(sim, robot, commands):
+    """Return (q, q_ref) after stepping through ``commands``."""
+    q, q_ref = sim.default_positions(), None
+    for command in commands:
+        result = sim.step(q, {robot: command}, q_ref=q_ref)
+        assert result.success
+        q, q_ref = result.q_next, result.q_ref_next
+    return q, q_ref
+
+
+def central(sim, robot, q, q_ref, v_cmd, which):
+    """Return the central differences of q_next in q, v_cmd or q_ref."""
+    base = {'q': q, 'v_cmd': v_cmd, 'q_ref': q_ref}[which]
+    columns = []
+    for e in np.eye(len(base)):
+        ends = []
+        for sign in (1.0, -1.0):
+            args = {'q': q, 'v_cmd': v_cmd, 'q_ref': q_ref}
+            args[which] = base + sign * EPS * e
+            ends.append(sim.step(args['q'], {robot: args['v_cmd']}, q_ref=args['q_ref']).q_next)
+        columns.append((ends[0] - ends[1]) / (2 * EPS))
+    return np.array(columns).T
+
+
+def assert_close(analytic, fd):
+    np.testing.assert_allclose(analytic, fd, rtol=1e-5, atol=1e-5 * np.abs(fd).max())
+
+
+def test_pushed_box_gradients_match_central_differences():
+    sim = scene('finger_push.yaml')
+    q, q_ref = state(sim, 'finger', [[0.1, 0.0, 0.0]] * 8)
+    v_cmd = np.array([0.1, 0.0, 0.0])
+    result = sim.step(q, {'finger': v_cmd}, q_ref=q_ref, gradients=True)
+    assert result.success and not result.gradient_degenerate
+    assert result.contact_set.n_c >= 2                   # finger-box and box-table
+    n_q, n_a = len(q), 3
+    assert result.dq_next_dq.shape == (n_q, n_q)
+    assert result.dq_next_dv_cmd.shape == result.dq_next_dq_ref.shape == (n_q, n_a)
+    assert_close(result.dq_next_dq, central(sim, 'finger', q, q_ref, v_cmd, 'q'))
+    assert_close(result.dq_next_dv_cmd, central(sim, 'finger', q, q_ref, v_cmd, 'v_cmd'))
+    assert_close(result.dq_next_dq_ref, central(sim, 'finger', q, q_ref, v_cmd, 'q_ref'))
+    # the push moves the box: its x follows the finger's command
+    box_x = sim.model.objects[0].q_idx[4]
+    assert result.dq_next_dv_cmd[box_x, 0] > 0.01
+
+
+def test_squeezed_box_command_gradients_and_the_changing_manifold():
+    """
+    Check the squeezed box: command gradients match, dq_next/dq is flagged.
+
+    The pads' faces lie flat on the box's: a change of q tilts them and the face-face
+    manifold gets other points (18 at q, 16 to 24 at q +- 1e-6 e_i), so dq_next/dq
+    has no derivative there and the step says so; the commands change no contact.
+    """
+    sim = scene('two_pads_lift.yaml')
+    q, q_ref = state(sim, 'pads', [[0.0, 0.2, -0.2]] * 3 + [[0.05, 0.0, 0.0]] * 2)
+    v_cmd = np.array([0.05, 0.01, -0.01])
+    result = sim.step(q, {'pads': v_cmd}, q_ref=q_ref, gradients=True)
+    assert result.success and np.linalg.norm(result.forces_W, axis=1).max() > 1.0
+    assert result.gradient_degenerate
+    assert_close(result.dq_next_dv_cmd, central(sim, 'pads', q, q_ref, v_cmd, 'v_cmd'))
+    assert_close(result.dq_next_dq_ref, central(sim, 'pads', q, q_ref, v_cmd, 'q_ref'))
+    # squeezed, the box rises with the lift command: h / (1 + r) with the quasi-static
+    # inertia ratio r = 0.1 (the objects' inertia eps M_u against the springs)
+    box_z = sim.model.objects[0].q_idx[6]
+    assert result.dq_next_dv_cmd[box_z, 0] == pytest.approx(sim.h / 1.1, rel=1e-6)
+
+
+def test_a_step_without_gradients_has_none_and_the_miqp_refuses_them():
+    sim = scene('finger_push.yaml')
+    result = sim.step(sim.default_positions(), {'finger': [0.1, 0.0, 0.0]})
+    assert result.dq_next_dq is None and result.dq_next_dv_cmd is None
+    miqp = scene('finger_push.yaml', 'miqp')
+    with pytest.raises(CommandError, match="formulation 'miqp' gives no step gradients"):
+        miqp.step(miqp.default_positions(), {'finger': [0.1, 0.0, 0.0]}, gradients=True)
+
+
+@pytest.mark.parametrize('name, steps, command', [
+    ('halm_posa_push.yaml', 60, [0.05, -1.0, -0.02, -1.0]),
+    ('halm_posa_wall.yaml', 110, [1.0, -1.0, 1.0, -1.0])])
+def test_lcp_gradients_match_central_differences(name, steps, command):
+    """formulation: lcp on Halm & Posa's disk: pushed by two fingers, and rolled on the wall."""
+    sim = QuasistaticSimulator(Scenario.from_yaml(os.path.join(REPO_ROOT, 'config', name))
+                               .with_formulation('lcp', feedback_scale=2.0 ** -4))
+    q, _ = state(sim, 'fingers', [command] * steps)
+    v_cmd = np.array(command)
+    result = sim.step(q, {'fingers': v_cmd}, gradients=True)
+    assert result.success and not result.gradient_degenerate
+    assert result.scaled_impulses_W.any(), 'not in contact: a weak test'
+    assert_close(result.dq_next_dq, central(sim, 'fingers', q, None, v_cmd, 'q'))
+    assert_close(result.dq_next_dv_cmd, central(sim, 'fingers', q, None, v_cmd, 'v_cmd'))
+    # the LCP's reference is q_a + h u: no q_ref enters the step
+    np.testing.assert_array_equal(result.dq_next_dq_ref, 0.0)
