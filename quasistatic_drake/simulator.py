@@ -258,11 +258,13 @@ class QuasistaticSimulator:
         the engine stays usable.  ``gradients=True`` also fills the step's
         derivatives ``dq_next_dq``, ``dq_next_dv_cmd`` and ``dq_next_dq_ref``
         (``step_gradients.py``) on a successful step; a formulation that
-        gives none is a CommandError.
+        gives none is a CommandError.  With ``q_ref`` None the reference is
+        the robot positions of q, and ``dq_next_dq`` includes that.
         """
         start = time.perf_counter()
         q = self._checked_q(q).copy()
         v_bar = self._checked_command(v_cmd)
+        reference_of_q = q_ref is None     # then q_ref follows q (its robot positions)
         q_ref = self._start_reference(q, q_ref)
         warm_start = self.formulation.checked_warm_start(warm_start)
         tau_ext = self._checked_object_forces(object_forces)
@@ -271,7 +273,12 @@ class QuasistaticSimulator:
                 f"gradients=True: formulation {self.formulation.name!r} gives no step "
                 "gradients. Fix: formulation qp or lcp, or gradients=False.")
         try:
-            return self._step(q, q_ref, v_bar, warm_start, start, tau_ext, gradients)
+            result = self._step(q, q_ref, v_bar, warm_start, start, tau_ext, gradients)
+            if reference_of_q and result.dq_next_dq is not None:
+                total = result.dq_next_dq.copy()
+                total[:, self._robot_q_idx] += result.dq_next_dq_ref
+                result = replace(result, dq_next_dq=total)
+            return result
         except SolverLimitExceeded:
             raise
         except (Exception, SystemExit) as err:   # noqa: B902 - nothing may end the process

@@ -28,6 +28,7 @@ constraint is weakly active and only one-sided derivatives exist.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Optional
 
 import numpy as np
 
@@ -52,11 +53,17 @@ def step_gradients(sim, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, tau
                    problem, contacts: ContactSet, attempt, tolerance: float) -> StepGradients:
     """Return the gradients of a solved step of ``sim`` (module docstring)."""
     n_q = len(q)
-    changes = [tuple(_data_at(sim, q + sign * DELTA_Q * e, q_ref, v_bar, tau_ext, attempt,
+    changes, unmatched = [], False
+    for e in np.eye(n_q):
+        pair = tuple(_data_at(sim, q + sign * DELTA_Q * e, q_ref, v_bar, tau_ext, attempt,
                               tolerance, contacts) for sign in (1.0, -1.0))
-               for e in np.eye(n_q)]
+        if any(data is None for data in pair):     # no derivative in this direction
+            unmatched = True
+            pair = ((problem, contacts), (problem, contacts))
+        changes.append(pair)
     dv_dq, broken = sim.formulation.solution_derivative(
         problem, contacts, attempt.solution, changes, DELTA_Q)
+    broken = broken or unmatched
     commands = []
     for field in ("v_cmd", "q_ref"):
         base = getattr(problem, field)
@@ -81,12 +88,15 @@ def _data_at(sim, q: np.ndarray, q_ref, v_bar, tau_ext, attempt, tolerance: floa
 
     The contacts are put in the order of ``base``'s (the detector's order
     follows Drake's pair order, which a small change of q may permute).
+    None if they do not match ``base``'s one to one.
     """
     model = sim.model
     model.set_positions(q)
     pairs = proximity_pairs(model, tolerance)
     model.set_positions(q)
     contacts = matched(base, sim.formulation.contacts(sim.detector.detect(tolerance, pairs)))
+    if contacts is None:
+        return None
     if attempt.recovery_fraction < 1.0:
         contacts = replace(contacts, phi=np.where(
             contacts.phi < 0.0, attempt.recovery_fraction * contacts.phi, contacts.phi))
@@ -99,25 +109,24 @@ def _data_at(sim, q: np.ndarray, q_ref, v_bar, tau_ext, attempt, tolerance: floa
 MATCH_DISTANCE = 1e-4   # [m] a contact point moved further than this is another point
 
 
-def matched(base: ContactSet, other: ContactSet) -> ContactSet:
+def matched(base: ContactSet, other: ContactSet) -> Optional[ContactSet]:
     """
     Return ``other``'s contacts in the order of ``base``'s, each matched to its nearest.
 
-    Matched by body pair and contact point.  Contacts that do not match one
-    to one (a point came or went) are returned as they are: the caller sees
-    other rows and has no derivative for that change.
+    Matched by body pair and contact point; None if they do not match one to
+    one (a point came or went): that change has no derivative.
     """
     if other.n_c != base.n_c:
-        return other
+        return None
     order, free = [], set(range(other.n_c))
     for i in range(base.n_c):
         same = [j for j in free if (other.body_a[j], other.body_b[j])
                 == (base.body_a[i], base.body_b[i])]
         if not same:
-            return other
+            return None
         j = min(same, key=lambda k: np.linalg.norm(other.point_A_W[k] - base.point_A_W[i]))
         if np.linalg.norm(other.point_A_W[j] - base.point_A_W[i]) > MATCH_DISTANCE:
-            return other
+            return None
         order.append(j)
         free.remove(j)
     return other.take(np.array(order, dtype=int))

@@ -49,6 +49,7 @@ nor ROS.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -58,9 +59,11 @@ import numpy as np
 from quasistatic_drake.contact import ContactSet
 from quasistatic_drake.formulations.base import (Formulation, lead_bounded, ModelFacts,
                                                  spring_reference, StepProblem, StepSolution)
+from quasistatic_drake.formulations.log_barrier import (barrier_derivative, solve_log_barrier,
+                                                        stacked_rows)
 from quasistatic_drake.formulations.qp_backends import QpSolverResult, solve_daqp
 from quasistatic_drake.formulations.qp_sensitivity import active_set, solution_derivative
-from quasistatic_drake.schema import NoSettings
+from quasistatic_drake.schema import number, setting
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,16 @@ class QpSolution(StepSolution):
 QpSolver = Callable[..., QpSolverResult]   # (H, f, A, lower, x_lower, x_upper), qp_backends
 
 
+@dataclass(frozen=True)
+class QpSettings:
+    """The scenario's ``qp:`` block (README, "Scenario files")."""
+
+    log_barrier_weight: Optional[float] = setting(
+        None, number(positive=True, none_word="off"),
+        "kappa: solve the log-barrier form of the QP (smoothed contact for planners, "
+        "formulations/log_barrier.py); off: the QP")
+
+
 class QpFormulation(Formulation):
     """
     The step QP as a formulation plug-in (module docstring; ``formulation: qp``).
@@ -95,10 +108,10 @@ class QpFormulation(Formulation):
     """
 
     name = "qp"
-    settings_type = NoSettings
+    settings_type = QpSettings
     gives_gradients = True
 
-    def __init__(self, facts: ModelFacts, settings: NoSettings):
+    def __init__(self, facts: ModelFacts, settings: QpSettings):
         """Fix the objects' inertia scale for the scenario's mode."""
         super().__init__(facts, settings)
         self.inertia_scale = 1.0 if facts.quasi_dynamic else quasi_static_inertia_scale(
@@ -114,8 +127,21 @@ class QpFormulation(Formulation):
         cost = qp_cost(facts.n_v, facts.h, facts.robot_v_idx, facts.stiffness, problem.q_a,
                        spring_reference(problem, facts.h), facts.object_v_idx, M_u,
                        problem.tau_u)
-        return solve_qp_step(cost, contacts, facts.h, problem.v_lower, problem.v_upper,
-                             self.solver)
+        kappa = self.settings.log_barrier_weight
+        if kappa is None:
+            return solve_qp_step(cost, contacts, facts.h, problem.v_lower, problem.v_upper,
+                                 self.solver)
+        A, index = friction_cone_rows(contacts)
+        lower = -contacts.phi[index[:, 0]] / facts.h if len(index) else np.zeros(0)
+        start = time.perf_counter()
+        result = solve_log_barrier(cost.Q, cost.b, A, lower, problem.v_lower,
+                                   problem.v_upper, kappa)
+        spent = time.perf_counter() - start
+        if result.x is None:
+            return QpSolution(None, np.zeros((contacts.n_c, 3)), result.status, spent,
+                              len(lower))
+        return QpSolution(result.x, contact_impulses(contacts, index, result.duals),
+                          "optimal", spent, len(lower), result.duals)
 
     def solution_derivative(self, problem: StepProblem, contacts: ContactSet,
                             solution: QpSolution, changes: list, delta: float
@@ -130,6 +156,8 @@ class QpFormulation(Formulation):
         other contact rows (a contact appears or goes) has no derivative:
         its column is zero and the result is flagged one-sided.
         """
+        if self.settings.log_barrier_weight is not None:
+            return self._barrier_derivative(problem, contacts, solution, changes, delta)
         base = self._kkt_data(problem, contacts)
         Q, b, A, lower, v_lower, v_upper = base
         v, beta = solution.v, solution.duals
@@ -149,6 +177,28 @@ class QpFormulation(Formulation):
             d_lower[:, j], d_upper[:, j] = dlo, dhi
         derivative = solution_derivative(Q, A, active, df, dl, d_lower, d_upper)
         return derivative.dx, derivative.degenerate or broken
+
+    def _barrier_derivative(self, problem: StepProblem, contacts: ContactSet,
+                            solution: QpSolution, changes: list, delta: float
+                            ) -> tuple[np.ndarray, bool]:
+        """Return dv'/dtheta of the log-barrier step (``log_barrier.barrier_derivative``)."""
+        kappa, v = self.settings.log_barrier_weight, solution.v
+        Q, b, A, lower, v_lower, v_upper = self._kkt_data(problem, contacts)
+        G, g = stacked_rows(A, lower, v_lower, v_upper)
+        dF, dG, dg, broken = [], [], [], False
+        for plus, minus in changes:
+            high, low = self._kkt_data(*plus), self._kkt_data(*minus)
+            G_high, g_high = stacked_rows(*high[2:])
+            G_low, g_low = stacked_rows(*low[2:])
+            if G_high.shape != G.shape or G_low.shape != G.shape:
+                broken = True
+                G_high, g_high, G_low, g_low = G, g, G, g
+            dF.append((high[0] - low[0]) @ v / (2 * delta) + (high[1] - low[1]) / (2 * delta))
+            dG.append((G_high - G_low) / (2 * delta))
+            dg.append((g_high - g_low) / (2 * delta))
+        dx = barrier_derivative(Q, G, g, kappa, v, np.array(dF).T.reshape(len(v), -1), dG,
+                                np.array(dg).T.reshape(len(g), -1))
+        return dx, broken
 
     def _kkt_data(self, problem: StepProblem, contacts: ContactSet) -> tuple:
         """Return (Q, b, A, lower, v_lower, v_upper) of the step QP (as ``solve`` builds it)."""
