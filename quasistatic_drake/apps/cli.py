@@ -11,6 +11,9 @@ Subcommands:
   paper-jamming  Halm & Posa's Sec. 6 under the finite-feedback LCP: two-finger pushes and
          their gain sweep, jamming against a wall, a peg in a hole, Fig. 2's square;
          JSON and the panels of Figs. 3-4;
+  paper-bvp  Song, Kumar & Pang's Sec. IV-A: the sliding-then-rolling disk (closed form,
+         discrete BVP by shooting and as one MILP) and the billiard ball (IVPs, BVPs);
+         JSON and the panels of Figs. 2-4;
   push   a spherical finger pushes a box across a table (config/finger_push.yaml)
          and the run is printed step by step with a summary;
   info   load a scenario and print its robots, objects and the contacts at start.
@@ -115,6 +118,12 @@ def _parser() -> argparse.ArgumentParser:
     jamming.add_argument('--backend', choices=LCP_BACKENDS, default='lemke',
                          help='the LCP solver (default lemke)')
     jamming.set_defaults(run=run_paper_jamming)
+    bvp = commands.add_parser(
+        'paper-bvp', help="Song, Kumar & Pang's Sec. IV-A: boundary-value problems")
+    bvp.add_argument('--json', type=Path, help='write the figures (binding keys) here')
+    bvp.add_argument('--png', type=Path, default=Path('out/paper_bvp.png'),
+                     help='the panels of Figs. 2-4 (default out/paper_bvp.png)')
+    bvp.set_defaults(run=run_paper_bvp)
     info = commands.add_parser('info', help='print what a scenario contains')
     info.add_argument('scenario', type=Path)
     info.set_defaults(run=run_info)
@@ -288,6 +297,36 @@ def run_paper_jamming(args) -> int:
         _write_json(args.json, paper_jamming.json_ready(summary))
     args.png.parent.mkdir(parents=True, exist_ok=True)
     paper_jamming.plot(summary, args.png)
+    print(f'Figures written to {args.png}')
+    return 0
+
+
+def run_paper_bvp(args) -> int:
+    """Reproduce Song, Kumar & Pang, Sec. IV-A, and print the figures against the paper's."""
+    from quasistatic_drake.apps import paper_bvp
+    summary = paper_bvp.reproduce()
+    disk, ball = summary['disk'], summary['ball']
+    print("Song, Kumar & Pang, Sec. IV-A:")
+    print(f"  disk, closed form: v0 = {disk['analytic']['v0']:.4f} m/s, tau = "
+          f"{disk['analytic']['tau']:.4f} s (paper: 1.2402, 0.0114)")
+    print(f"  disk, discrete BVP (N + 1 = {disk['bvp']['N'] + 1}, h = {disk['bvp']['h']} s): "
+          f"v0 = {disk['bvp']['v0']:.6f} by shooting, {disk['simultaneous']['v0']:.6f} as one "
+          f"{disk['simultaneous']['solver']} problem; rolling from sample "
+          f"{disk['bvp']['first_rolling_sample']}")
+    last = disk['convergence'][-1]
+    print(f"  disk, convergence: v0 = {last['v0']:.6f} at N = {last['N']}")
+    print(f"  ball, cone: final (dx, dy) = {np.round(ball['ivp_cone']['final_dxdy'], 4).tolist()},"
+          f" rolling at {ball['ivp_cone']['rolling_time']:.2f} s")
+    print(f"  ball, box: final (dx, dy) = {np.round(ball['ivp_box']['final_dxdy'], 4).tolist()},"
+          f" rolling at {ball['ivp_box']['rolling_time_t']:.2f} and "
+          f"{ball['ivp_box']['rolling_time_o']:.2f} s (paper: 0.30, 0.37)")
+    print(f"  ball BVPs: v0 = {np.round(ball['bvp_consistent']['v0_xy'], 6).tolist()} (the "
+          f"IVP's), {np.round(ball['bvp_far']['v0_xy'], 4).tolist()} to "
+          f"{ball['bvp_far']['target']}")
+    if args.json:
+        _write_json(args.json, summary)
+    args.png.parent.mkdir(parents=True, exist_ok=True)
+    paper_bvp.plot(summary, args.png)
     print(f'Figures written to {args.png}')
     return 0
 
