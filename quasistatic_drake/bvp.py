@@ -116,11 +116,12 @@ class Shot:
 
 
 def shoot(sim, q0: np.ndarray, robots: Sequence[str], commands: Commands, theta: np.ndarray,
-          free_initial: Sequence[int] = ()) -> Shot:
+          free_initial: Sequence[int] = (), gradients: bool = True) -> Shot:
     """
     Roll out from q0 (its ``free_initial`` entries taken from theta's tail) with gradients.
 
-    ``robots`` names the robots of the commands' columns, in order.
+    ``robots`` names the robots of the commands' columns, in order.  Without
+    ``gradients`` the Jacobian is not computed (left zero).
     """
     n_cmd = commands.n_theta
     q = np.array(q0, dtype=float)
@@ -135,9 +136,12 @@ def shoot(sim, q0: np.ndarray, robots: Sequence[str], commands: Commands, theta:
     failed = degenerate = 0
     for k, v_k in enumerate(v_all):
         v_cmd = dict(zip(robots, np.split(v_k, splits)))
-        result = sim.step(q, v_cmd, q_ref=q_ref, gradients=True)
+        result = sim.step(q, v_cmd, q_ref=q_ref, gradients=gradients)
         if not result.success:
             failed += 1
+            continue
+        if not gradients:
+            q, q_ref = result.q_next, result.q_ref_next
             continue
         dv = np.zeros((len(v_k), len(theta)))
         dv[:, :n_cmd] = commands.basis[k]
@@ -181,7 +185,7 @@ def solve_bvp(sim, q0: np.ndarray, robots: Sequence[str], commands: Commands,
         if key not in cache:
             cache.clear()
             cache[key] = shoot(sim, q0, robots, commands, np.asarray(theta, float),
-                               free_initial)
+                               free_initial, gradients=not finite_differences)
         return cache[key]
 
     def residual(theta):

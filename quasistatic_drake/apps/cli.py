@@ -14,6 +14,8 @@ Subcommands:
   paper-bvp  Song, Kumar & Pang's Sec. IV-A: the sliding-then-rolling disk (closed form,
          discrete BVP by shooting and as one MILP) and the billiard ball (IVPs, BVPs);
          JSON and the panels of Figs. 2-4;
+  plan   boundary-value problems through the step, by shooting with the step
+         gradients: a disk push (LCP) and a box pushed and turned (QP);
   push   a spherical finger pushes a box across a table (config/finger_push.yaml)
          and the run is printed step by step with a summary;
   info   load a scenario and print its robots, objects and the contacts at start.
@@ -124,6 +126,10 @@ def _parser() -> argparse.ArgumentParser:
     bvp.add_argument('--png', type=Path, default=Path('out/paper_bvp.png'),
                      help='the panels of Figs. 2-4 (default out/paper_bvp.png)')
     bvp.set_defaults(run=run_paper_bvp)
+    plan = commands.add_parser(
+        'plan', help='boundary-value problems solved through the step (disk push, box turn)')
+    plan.add_argument('--json', type=Path, help='write the solutions (binding keys) here')
+    plan.set_defaults(run=run_plan)
     info = commands.add_parser('info', help='print what a scenario contains')
     info.add_argument('scenario', type=Path)
     info.set_defaults(run=run_info)
@@ -328,6 +334,24 @@ def run_paper_bvp(args) -> int:
     args.png.parent.mkdir(parents=True, exist_ok=True)
     paper_bvp.plot(summary, args.png)
     print(f'Figures written to {args.png}')
+    return 0
+
+
+def run_plan(args) -> int:
+    """Solve the planning problems of apps/plan.py and print how each went."""
+    from quasistatic_drake.apps import plan
+    summary = plan.run()
+    print("Boundary-value problems through the step (Song, Kumar & Pang), by shooting:")
+    for row in summary['problems']:
+        error = ', '.join(f'{k} {v:.2e}' for k, v in row['terminal_error'].items())
+        print(f"  {row['name']}: {len(row['parameters'])} parameters, {row['iterations']} "
+              f"evaluations, {row['solve_time_s']:.1f} s ({row['fd_solve_time_s']:.1f} s "
+              f"with finite differences); terminal error {error}")
+    disk = summary['problems'][0]
+    print(f"  disk: finger speed {-disk['parameters'][0]:.5f} m/s (continuous answer "
+          f"{summary['disk_analytic_speed']:.5f})")
+    if args.json:
+        _write_json(args.json, summary)
     return 0
 
 
