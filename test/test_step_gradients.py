@@ -156,3 +156,29 @@ def test_a_bad_log_barrier_weight_is_refused():
     scenario = Scenario.from_yaml(os.path.join(REPO_ROOT, 'config', 'finger_push.yaml'))
     with pytest.raises(ScenarioError, match='qp.log_barrier_weight'):
         scenario.with_formulation('qp', log_barrier_weight=-1.0)
+
+
+def test_arm_gradients_match_central_differences():
+    """
+    Check the arm scene (config/arm_pick_place.yaml) at its start, the arm in free space.
+
+    The cylinder stands on the table (a face contact whose manifold changes when it is
+    tilted), so the step is flagged; the columns of the arm's joints, which touch
+    nothing, and the command gradients match central differences of whole steps.
+    """
+    sim = scene('arm_pick_place.yaml')
+    q = sim.default_positions()
+    q_ref = sim.robot_positions(q, 'iiwa')
+    v_cmd = 0.02 * np.ones(len(q_ref))      # inside the fingers' limits (0.05 reaches one)
+    result = sim.step(q, {'iiwa': v_cmd}, q_ref=q_ref, gradients=True)
+    assert result.success
+    arm = sim.model.robots[0].q_idx
+    fd = central(sim, 'iiwa', q, q_ref, v_cmd, 'q')
+    # with q_ref held the free joints land on q_ref + h v_cmd: these columns are ~0, and
+    # agree to the data's central differences (1e-6 steps: ~1e-9)
+    np.testing.assert_allclose(result.dq_next_dq[:, arm], fd[:, arm], atol=1e-7)
+    assert_close(result.dq_next_dv_cmd, central(sim, 'iiwa', q, q_ref, v_cmd, 'v_cmd'))
+    assert_close(result.dq_next_dq_ref, central(sim, 'iiwa', q, q_ref, v_cmd, 'q_ref'))
+    # in free space each joint follows its command: dq_a' / dv_cmd = h I
+    block = result.dq_next_dv_cmd[arm]
+    np.testing.assert_allclose(block, sim.h * np.eye(len(arm)), atol=1e-9)
