@@ -592,6 +592,11 @@ class QuasistaticSimulator:
         self.model.set_positions(self.model.q_default)
         M_u = self.model.plant.CalcMassMatrix(self.model.plant_context)[self._object_block]
         coupling = self.coupling
+        name = scenario.formulation
+        try:
+            cls = registry.formulation_class(name)
+        except KeyError as err:
+            raise ScenarioError(f"{scenario.source}: formulation: {err.args[0]}") from None
         facts = ModelFacts(
             h=self.h, n_v=self.model.n_v if coupling is None else len(coupling.kept),
             object_v_idx=(self._object_v_idx if coupling is None
@@ -609,13 +614,10 @@ class QuasistaticSimulator:
             object_names=tuple(o.name for o in self.model.objects),
             object_sizes=tuple(len(o.v_idx) for o in self.model.objects),
             plane_normal=self.model.motion_plane_normal, gravity=np.array(scenario.gravity),
-            object_frames_default=self._object_frames())
-        name = scenario.formulation
+            object_frames_default=self._object_frames() if cls.needs_object_frames else ())
         try:
-            formulation = registry.formulation_class(name)(facts, scenario.settings(name))
+            formulation = cls(facts, scenario.settings(name))
             return formulation if coupling is None else CoupledFormulation(formulation, coupling)
-        except KeyError as err:
-            raise ScenarioError(f"{scenario.source}: formulation: {err.args[0]}") from None
         except SchemaError as err:   # a key "scenario.<key>" is a top-level key
             key = (err.key[len("scenario."):] if err.key.startswith("scenario.")
                    else f"{name}.{err.key}")

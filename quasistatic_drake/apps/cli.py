@@ -252,6 +252,16 @@ def _write_json(path: Path, summary: dict) -> None:
     print(f'Summary written to {path}')
 
 
+def _write_figures(args, json_summary: dict, summary: dict, plot) -> int:
+    """Write ``--json`` (if asked) and the ``--png`` of a paper command; return 0."""
+    if args.json:
+        _write_json(args.json, json_summary)
+    args.png.parent.mkdir(parents=True, exist_ok=True)
+    plot(summary, args.png)
+    print(f'Figures written to {args.png}')
+    return 0
+
+
 def run_paper_2d(args) -> int:
     """Reproduce Pang & Tedrake 2018, Sec. V-A, and print the figures that matter."""
     summary = paper_2d.reproduce(args.backend)
@@ -267,12 +277,7 @@ def run_paper_2d(args) -> int:
     print(f"  hand-written (eqs. 24-28) vs Drake path: max |dq| "
           f"{summary['hand_written_vs_drake_max_q_diff']:.2e} m, max |dF| "
           f"{summary['hand_written_vs_drake_max_force_diff']:.2e} N")
-    if args.json:
-        _write_json(args.json, summary)
-    args.png.parent.mkdir(parents=True, exist_ok=True)
-    paper_2d.plot(summary, args.png)
-    print(f'Figures written to {args.png}')
-    return 0
+    return _write_figures(args, summary, summary, paper_2d.plot)
 
 
 def run_paper_jamming(args) -> int:
@@ -299,12 +304,8 @@ def run_paper_jamming(args) -> int:
     print(f"  Fig. 2 square: c = 0 {square['perfect_status']}; c lambda_N at c = "
           f"{square['c'][-1]:g}: {np.round(square['c_lambda_n'][-1], 4).tolist()}")
     print(f"  hand-built vs Drake path: max |dq| {summary['hand_vs_drake_max_dq']:.2e}")
-    if args.json:
-        _write_json(args.json, paper_jamming.json_ready(summary))
-    args.png.parent.mkdir(parents=True, exist_ok=True)
-    paper_jamming.plot(summary, args.png)
-    print(f'Figures written to {args.png}')
-    return 0
+    return _write_figures(args, paper_jamming.json_ready(summary), summary,
+                          paper_jamming.plot)
 
 
 def run_paper_bvp(args) -> int:
@@ -329,12 +330,7 @@ def run_paper_bvp(args) -> int:
     print(f"  ball BVPs: v0 = {np.round(ball['bvp_consistent']['v0_xy'], 6).tolist()} (the "
           f"IVP's), {np.round(ball['bvp_far']['v0_xy'], 4).tolist()} to "
           f"{ball['bvp_far']['target']}")
-    if args.json:
-        _write_json(args.json, summary)
-    args.png.parent.mkdir(parents=True, exist_ok=True)
-    paper_bvp.plot(summary, args.png)
-    print(f'Figures written to {args.png}')
-    return 0
+    return _write_figures(args, summary, summary, paper_bvp.plot)
 
 
 def run_plan(args) -> int:

@@ -68,8 +68,22 @@ GRAVITY_BALL = 9.8
 CONVERGENCE_N = (21, 43, 87, 175, 351, 703, 1407, 2815)   # N + 1 = 22 * 2^k
 
 
+class _Rolling:
+    """What a body rolling on a plane with friction has: its slip mobility and friction cap."""
+
+    @property
+    def w(self) -> float:
+        """Return the slip's inverse effective mass 1/m + r^2/I (the same in t and o)."""
+        return 1.0 / self.m + self.r ** 2 / self.inertia
+
+    @property
+    def cap(self) -> float:
+        """Return the largest friction force mu m g (per direction, or in the cone) [N]."""
+        return self.mu * self.m * self.g
+
+
 @dataclass(frozen=True)
-class Disk:
+class Disk(_Rolling):
     """The planar disk of Fig. 1 and its boundary conditions."""
 
     mu: float = 4.0
@@ -87,16 +101,6 @@ class Disk:
         """Return m r^2 / I."""
         return self.m * self.r ** 2 / self.inertia
 
-    @property
-    def w(self) -> float:
-        """Return the slip's inverse effective mass 1/m + r^2/I."""
-        return 1.0 / self.m + self.r ** 2 / self.inertia
-
-    @property
-    def cap(self) -> float:
-        """Return the largest friction force mu m g [N]."""
-        return self.mu * self.m * self.g
-
 
 @dataclass(frozen=True)
 class DiskRun:
@@ -111,7 +115,7 @@ class DiskRun:
 
 
 @dataclass(frozen=True)
-class Ball:
+class Ball(_Rolling):
     """The billiard ball of Sec. IV-A."""
 
     mu: float = 0.2
@@ -126,16 +130,6 @@ class Ball:
     def inertia(self) -> float:
         """Return the solid sphere's 2/5 m r^2."""
         return 0.4 * self.m * self.r ** 2
-
-    @property
-    def w(self) -> float:
-        """Return the slip's inverse effective mass 1/m + r^2/I (same in t and o)."""
-        return 1.0 / self.m + self.r ** 2 / self.inertia
-
-    @property
-    def cap(self) -> float:
-        """Return the largest friction force mu m g per direction or in the cone [N]."""
-        return self.mu * self.m * self.g
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ class ModelFacts:
     object_sizes: tuple[int, ...] = ()     # each object's velocities (object_v_idx runs)
     plane_normal: Optional[np.ndarray] = None   # the objects' plane of motion (n_d = 2)
     gravity: np.ndarray = field(default_factory=lambda: np.zeros(3))   # [m/s^2]
-    object_frames_default: tuple["ObjectFrame", ...] = ()   # at the initial q
+    object_frames_default: tuple["ObjectFrame", ...] = ()   # at the initial q (if needed)
 
 
 @dataclass(frozen=True)

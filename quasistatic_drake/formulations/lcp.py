@@ -112,27 +112,22 @@ class LcpFormulation(Formulation):
     def solve(self, problem: StepProblem, contacts: ContactSet,
               warm_start=None) -> LcpStepSolution:
         """Assemble eqs. 37-38 for this step, solve the LCP and return v' = dq / h."""
-        facts, h = self.facts, self.facts.h
-        idx_u, idx_a = facts.object_v_idx, facts.robot_v_idx
+        facts = self.facts
         lower, upper = problem.v_lower, problem.v_upper
-        u = np.clip(problem.v_cmd, lower[idx_a], upper[idx_a])
-        A = self.limit_surface_matrix(problem.object_frames)
         nominal = np.zeros(facts.n_v)
-        nominal[idx_a] = u
+        nominal[facts.robot_v_idx] = np.clip(problem.v_cmd, lower[facts.robot_v_idx],
+                                             upper[facts.robot_v_idx])
         bounded = _violated(nominal, lower, upper, np.zeros(facts.n_v, dtype=bool))
         spent = 0.0
         for _ in range(MAX_BOUND_ROUNDS):
-            rows = planar_contacts(contacts, lower, upper, h, idx_u, idx_a, bounded)
-            data = finite_feedback_lcp(rows, A, self.cB, h, u)
+            rows, A, u, data = self._lcp_data(problem, contacts, bounded)
             result = solve_lcp(data.M, data.w, backend=self.settings.backend,
                                certify=self.settings.certify)
             spent += result.solve_time
             if result.z is None:
                 return LcpStepSolution(None, np.zeros((contacts.n_c, 3)), result.status,
                                        spent, lcp_size=len(data.w), detail=result.detail)
-            dq_o, dq_m = step_displacements(rows, A, self.cB, h, u, result.z)
-            v = np.zeros(facts.n_v)
-            v[idx_u], v[idx_a] = dq_o / h, dq_m / h
+            v = self._velocity(rows, A, u, result.z)
             more = _violated(v, lower, upper, bounded)
             if not more.any():
                 return LcpStepSolution(v, contact_impulses(contacts, result.z), "optimal",
