@@ -38,7 +38,7 @@ import math
 import time
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional, Union
 
 import numpy as np
 from pydrake.math import RigidTransform
@@ -57,7 +57,7 @@ from quasistatic_drake.manifold import body_motions
 from quasistatic_drake.model import QuasistaticModel
 from quasistatic_drake.scenario import Scenario, ScenarioError
 from quasistatic_drake.schema import SchemaError
-from quasistatic_drake.step_gradients import step_gradients
+from quasistatic_drake.step_gradients import GRADIENT_MODES, step_gradients
 
 __all__ = ["CommandError", "Contact", "QuasistaticSimulator", "Rollout", "StepResult"]
 
@@ -237,7 +237,7 @@ class QuasistaticSimulator:
     def step(self, q: np.ndarray, v_cmd: Mapping[str, np.ndarray],
              q_ref: Optional[np.ndarray] = None, warm_start: Any = None,
              object_forces: Optional[Mapping[str, np.ndarray]] = None,
-             gradients: bool = False) -> StepResult:
+             gradients: Union[bool, str] = False) -> StepResult:
         """
         Advance q by one time step h under the robots' velocity commands.
 
@@ -260,6 +260,9 @@ class QuasistaticSimulator:
         (``step_gradients.py``) on a successful step; a formulation that
         gives none is a CommandError.  With ``q_ref`` None the reference is
         the robot positions of q, and ``dq_next_dq`` includes that.
+        ``gradients="commands"`` fills ``dq_next_dv_cmd`` and ``dq_next_dq_ref``
+        only (qsim's kBOnly): they need no detector run and cost a fraction
+        of a step.
         """
         start = time.perf_counter()
         q = self._checked_q(q).copy()
@@ -268,10 +271,16 @@ class QuasistaticSimulator:
         q_ref = self._start_reference(q, q_ref)
         warm_start = self.formulation.checked_warm_start(warm_start)
         tau_ext = self._checked_object_forces(object_forces)
+        if not any(gradients is mode or (isinstance(gradients, str) and gradients == mode)
+                   for mode in GRADIENT_MODES):
+            raise CommandError(f"gradients must be True, False or 'commands', got "
+                               f"{gradients!r}. Fix: gradients=True for all three "
+                               "derivatives, 'commands' for dq_next_dv_cmd and "
+                               "dq_next_dq_ref only.")
         if gradients and not self.formulation.gives_gradients:
             raise CommandError(
                 f"gradients=True: formulation {self.formulation.name!r} gives no step "
-                "gradients. Fix: formulation qp or lcp, or gradients=False.")
+                "gradients. Fix: formulation qp, lcp or miqp, or gradients=False.")
         try:
             result = self._step(q, q_ref, v_bar, warm_start, start, tau_ext, gradients)
             if reference_of_q and result.dq_next_dq is not None:
@@ -315,7 +324,7 @@ class QuasistaticSimulator:
 
     def _step(self, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, warm_start: Any,
               start: float, tau_ext: Optional[np.ndarray] = None,
-              gradients: bool = False) -> StepResult:
+              gradients: Union[bool, str] = False) -> StepResult:
         """Detect, solve and integrate one step from checked inputs (:meth:`step`)."""
         formulation = self.formulation
         tolerance = self.scenario.contact_detection_tolerance
@@ -344,7 +353,8 @@ class QuasistaticSimulator:
                 q_next = self._integrate(q, limited.solution.v)
         solution = attempt.solution
         derivatives = (step_gradients(self, q, q_ref, v_bar, tau_ext, problem, contacts,
-                                      attempt, tolerance) if gradients else None)
+                                      attempt, tolerance, with_q=gradients is True)
+                       if gradients else None)
         q_ref_next, reference_limited = formulation.next_reference(
             problem, q_next[self._robot_q_idx], solution)
         return StepResult(

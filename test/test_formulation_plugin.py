@@ -110,6 +110,14 @@ def test_a_registered_formulation_steps_and_rolls_out(tmp_path, kinematic):
         sim.step(q0, {}, warm_start=-1)
 
 
+def test_a_formulation_without_gradients_refuses_them(tmp_path, kinematic):
+    sim = make_sim(tmp_path, scene(tmp_path, -0.2))
+    q0 = sim.default_positions()
+    with pytest.raises(CommandError, match="formulation 'kinematic' gives no step gradients"):
+        sim.step(q0, {'pads': [0.1, 0.0, 0.0]}, gradients=True)
+    assert sim.step(q0, {'pads': [0.1, 0.0, 0.0]}).success      # nothing was lost
+
+
 def test_its_block_is_read_by_its_settings_type(tmp_path, kinematic):
     with pytest.raises(ScenarioError, match=r'kinematic\.speed_scale: must be >= 0'):
         make_sim(tmp_path, scene(tmp_path, -0.2, {'speed_scale': -1}))

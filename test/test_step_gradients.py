@@ -92,13 +92,10 @@ def test_squeezed_box_command_gradients_and_the_changing_manifold():
     assert result.dq_next_dv_cmd[box_z, 0] == pytest.approx(sim.h / 1.1, rel=1e-6)
 
 
-def test_a_step_without_gradients_has_none_and_the_miqp_refuses_them():
+def test_a_step_without_gradients_has_none():
     sim = scene('finger_push.yaml')
     result = sim.step(sim.default_positions(), {'finger': [0.1, 0.0, 0.0]})
     assert result.dq_next_dq is None and result.dq_next_dv_cmd is None
-    miqp = scene('finger_push.yaml', 'miqp')
-    with pytest.raises(CommandError, match="formulation 'miqp' gives no step gradients"):
-        miqp.step(miqp.default_positions(), {'finger': [0.1, 0.0, 0.0]}, gradients=True)
 
 
 @pytest.mark.parametrize('name, steps, command', [
@@ -182,3 +179,29 @@ def test_arm_gradients_match_central_differences():
     # in free space each joint follows its command: dq_a' / dv_cmd = h I
     block = result.dq_next_dv_cmd[arm]
     np.testing.assert_allclose(block, sim.h * np.eye(len(arm)), atol=1e-9)
+
+
+def test_command_gradients_alone_equal_the_full_ones():
+    """gradients="commands" (qsim's kBOnly): the same dv_cmd and q_ref columns, no dq_next_dq."""
+    for name, robot, command, formulation in [
+            ('finger_push.yaml', 'finger', [0.1, 0.0, 0.0], None),
+            ('two_pads_lift.yaml', 'pads', [0.02, 0.05, -0.05], None),
+            ('finger_push.yaml', 'finger', [0.1, 0.05, -0.05], 'miqp')]:
+        sim = scene(name, formulation)
+        q, q_ref = state(sim, robot, [command] * 4)
+        full = sim.step(q, {robot: command}, q_ref=q_ref, gradients=True)
+        alone = sim.step(q, {robot: command}, q_ref=q_ref, gradients='commands')
+        assert alone.dq_next_dq is None and full.dq_next_dq is not None
+        np.testing.assert_allclose(alone.dq_next_dv_cmd, full.dq_next_dv_cmd, atol=1e-12)
+        np.testing.assert_allclose(alone.dq_next_dq_ref, full.dq_next_dq_ref, atol=1e-12)
+        np.testing.assert_array_equal(alone.q_next, full.q_next)
+
+
+def test_a_bad_gradients_value_is_refused_and_changes_nothing():
+    sim = scene('finger_push.yaml')
+    q = sim.default_positions()
+    before = sim.step(q, {'finger': [0.1, 0.0, 0.0]})
+    for bad in ('all', 1, None):
+        with pytest.raises(CommandError, match="gradients must be True, False or 'commands'"):
+            sim.step(q, {'finger': [0.1, 0.0, 0.0]}, gradients=bad)
+    np.testing.assert_array_equal(sim.step(q, {'finger': [0.1, 0.0, 0.0]}).q_next, before.q_next)

@@ -159,8 +159,9 @@ class LcpFormulation(Formulation):
         rows, A, u, data = self._lcp_data(problem, contacts, solution.bounded)
         columns, d_data, broken = [], [], False
         for plus, minus in changes:
-            high = self._lcp_data(*plus, solution.bounded)
-            low = self._lcp_data(*minus, solution.bounded)
+            high, low = (self._lcp_data(*step, solution.bounded,
+                                        same=(rows, A) if step[1] is contacts else None)
+                         for step in (plus, minus))
             if high[3].M.shape != data.M.shape or low[3].M.shape != data.M.shape:
                 broken = True
                 d_data.append(np.zeros(len(z)))
@@ -176,12 +177,19 @@ class LcpFormulation(Formulation):
         dv = np.array(columns).reshape(len(changes), -1) + through_z
         return dv.T, bool(broken or derivative.degenerate)
 
-    def _lcp_data(self, problem: StepProblem, contacts: ContactSet, bounded: np.ndarray
-                  ) -> tuple:
-        """Return (rows, A, u, LCP data) of a step with the bound rows ``bounded``."""
+    def _lcp_data(self, problem: StepProblem, contacts: ContactSet, bounded: np.ndarray,
+                  same: Optional[tuple] = None) -> tuple:
+        """
+        Return (rows, A, u, LCP data) of a step with the bound rows ``bounded``.
+
+        ``same``: (rows, A) of a step at the same q (a command's change), reused.
+        """
         facts = self.facts
         lower, upper = problem.v_lower, problem.v_upper
         u = np.clip(problem.v_cmd, lower[facts.robot_v_idx], upper[facts.robot_v_idx])
+        if same is not None:
+            rows, A = same
+            return rows, A, u, finite_feedback_lcp(rows, A, self.cB, facts.h, u)
         A = self.limit_surface_matrix(problem.object_frames)
         rows = planar_contacts(contacts, lower, upper, facts.h, facts.object_v_idx,
                                facts.robot_v_idx, bounded)

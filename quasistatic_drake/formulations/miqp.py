@@ -82,6 +82,7 @@ from quasistatic_drake.contact import ContactSet, thin_contacts
 from quasistatic_drake.errors import CommandError
 from quasistatic_drake.formulations.base import (Formulation, ModelFacts, one_step_reference,
                                                  StepProblem, StepSolution)
+from quasistatic_drake.formulations.miqp_sensitivity import fixed_binary_derivative
 from quasistatic_drake.manifold import sweep_lengths
 from quasistatic_drake.schema import flag, number, one_of, positive_int, SchemaError, setting
 
@@ -285,6 +286,7 @@ class MiqpStepSolution(StepSolution):
     binaries: int = 0                     # N = 2 n_c + n_d
     tight_big_m: tuple[str, ...] = ()     # big-M rows tight at the solution (tight_rows)
     mip_start: Optional[np.ndarray] = None   # the solution's binaries, a MIP start
+    y: Optional[np.ndarray] = None           # [x; P_n; P_f; Gamma] of eq. 23 (the derivative)
 
     @property
     def warm_start_next(self) -> Optional[np.ndarray]:
@@ -310,6 +312,7 @@ class MiqpFormulation(Formulation):
     name = "miqp"
     settings_type = MiqpSettings
     recovery_bisections = 3
+    gives_gradients = True
     solves_at_warm_up = False    # a solve dwarfs the kernels' load; a licence limit: at a step
 
     def __init__(self, facts: ModelFacts, settings: MiqpSettings):
@@ -333,6 +336,38 @@ class MiqpFormulation(Formulation):
     def solve(self, problem: StepProblem, contacts: ContactSet,
               warm_start: Optional[np.ndarray] = None) -> MiqpStepSolution:
         """Assemble eq. 23 for this step and solve it with the backend (class docstring)."""
+        h = self.facts.h
+        data = self._data(problem, contacts)
+        answer = self.backend.solve(data, self.settings, start=warm_start)
+        if answer.x is None:
+            return MiqpStepSolution(None, np.zeros((contacts.n_c, 3)), answer.status,
+                                    answer.solve_time, binaries=data.n_binaries)
+        impulses = contact_impulses_miqp(contacts, answer.P_n, answer.P_f)
+        return MiqpStepSolution(answer.x / h, impulses, "optimal", answer.solve_time,
+                                binaries=data.n_binaries, tight_big_m=answer.tight_big_m,
+                                mip_start=answer.z, y=np.concatenate(
+                                    [answer.x, answer.P_n, answer.P_f, answer.gamma]))
+
+    def solution_derivative(self, problem: StepProblem, contacts: ContactSet,
+                            solution: MiqpStepSolution, changes: list, delta: float
+                            ) -> tuple[np.ndarray, bool]:
+        """
+        Return dv'/dtheta with the binaries fixed at the solution (``miqp_sensitivity``).
+
+        The KKT derivative of the fixed-binary QP, with central differences
+        of its data per parameter.  A parameter whose changed step has other
+        contact rows has no derivative (its column is zero), nor has a step
+        whose big-M bounds are tight (they may have cut the true solution
+        off): both are flagged one-sided.
+        """
+        data = self._data(problem, contacts)
+        changed = [tuple(self._data(*step) for step in pair) for pair in changes]
+        dx, degenerate = fixed_binary_derivative(data, solution.y, solution.mip_start,
+                                                 changed, delta)
+        return dx / self.facts.h, degenerate or bool(solution.tight_big_m)
+
+    def _data(self, problem: StepProblem, contacts: ContactSet) -> MiqpData:
+        """Return eq. 23's data for this step (the command clipped to the joints' limits)."""
         settings, facts = self.settings, self.facts
         h, idx_u, idx_a = facts.h, facts.object_v_idx, facts.robot_v_idx
         v_cmd = np.clip(problem.v_cmd, problem.v_lower[idx_a], problem.v_upper[idx_a])
@@ -340,18 +375,10 @@ class MiqpFormulation(Formulation):
         if settings.delayed_lower_bound:
             phibar_delayed = contacts.phi + contacts.J_n[:, idx_a] @ (problem.q_ref
                                                                       - problem.q_a)
-        data = miqp_data(contacts, h, idx_u, idx_a, h * v_cmd, problem.tau_u, settings,
+        return miqp_data(contacts, h, idx_u, idx_a, h * v_cmd, problem.tau_u, settings,
                          h * problem.v_lower, h * problem.v_upper,
                          self._point_reach(problem, v_cmd), facts.object_weight,
                          phibar_delayed)
-        answer = self.backend.solve(data, settings, start=warm_start)
-        if answer.x is None:
-            return MiqpStepSolution(None, np.zeros((contacts.n_c, 3)), answer.status,
-                                    answer.solve_time, binaries=data.n_binaries)
-        impulses = contact_impulses_miqp(contacts, answer.P_n, answer.P_f)
-        return MiqpStepSolution(answer.x / h, impulses, "optimal", answer.solve_time,
-                                binaries=data.n_binaries, tight_big_m=answer.tight_big_m,
-                                mip_start=answer.z)
 
     def recovers_from(self, solution: StepSolution) -> bool:
         """Retry with less penetration recovery only an infeasible MIQP (not a time limit)."""

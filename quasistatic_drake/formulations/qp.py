@@ -62,7 +62,8 @@ from quasistatic_drake.formulations.base import (Formulation, lead_bounded, Mode
 from quasistatic_drake.formulations.log_barrier import (barrier_derivative, solve_log_barrier,
                                                         stacked_rows)
 from quasistatic_drake.formulations.qp_backends import QpSolverResult, solve_daqp
-from quasistatic_drake.formulations.qp_sensitivity import active_set, solution_derivative
+from quasistatic_drake.formulations.qp_sensitivity import (active_set, central_difference,
+                                                           solution_derivative)
 from quasistatic_drake.schema import number, setting
 
 
@@ -154,7 +155,9 @@ class QpFormulation(Formulation):
         term df = dQ v' + db - dA^T beta and of the rows' bound
         dl - dA v' (``qp_sensitivity``).  A parameter whose changed step has
         other contact rows (a contact appears or goes) has no derivative:
-        its column is zero and the result is flagged one-sided.
+        its column is zero and the result is flagged one-sided.  A change
+        that keeps the step's contacts (a command's) keeps its rows: only
+        the cost and the bounds are built again.
         """
         if self.settings.log_barrier_weight is not None:
             return self._barrier_derivative(problem, contacts, solution, changes, delta)
@@ -167,13 +170,17 @@ class QpFormulation(Formulation):
         d_lower, d_upper = np.zeros((n, k)), np.zeros((n, k))
         broken = False
         for j, (plus, minus) in enumerate(changes):
-            high, low = self._kkt_data(*plus), self._kkt_data(*minus)
+            high, low = (self._kkt_data(*step, rows=base if step[1] is contacts else None)
+                         for step in (plus, minus))
             if high[2].shape != A.shape or low[2].shape != A.shape:
                 broken = True
                 continue
-            dQ, db, dA, d_rows, dlo, dhi = (_difference(x, y, delta) for x, y in zip(high, low))
-            df[:, j] = dQ @ v + db - dA.T @ beta
-            dl[:, j] = d_rows - dA @ v
+            dQ, db, dlo, dhi = (central_difference(high[i], low[i], delta) for i in (0, 1, 4, 5))
+            df[:, j] = dQ @ v + db
+            if high[2] is not A or low[2] is not A:     # the rows changed too
+                dA, d_rows = (central_difference(high[i], low[i], delta) for i in (2, 3))
+                df[:, j] -= dA.T @ beta
+                dl[:, j] = d_rows - dA @ v
             d_lower[:, j], d_upper[:, j] = dlo, dhi
         derivative = solution_derivative(Q, A, active, df, dl, d_lower, d_upper)
         return derivative.dx, derivative.degenerate or broken
@@ -200,15 +207,23 @@ class QpFormulation(Formulation):
                                 np.array(dg).T.reshape(len(g), -1))
         return dx, broken
 
-    def _kkt_data(self, problem: StepProblem, contacts: ContactSet) -> tuple:
-        """Return (Q, b, A, lower, v_lower, v_upper) of the step QP (as ``solve`` builds it)."""
+    def _kkt_data(self, problem: StepProblem, contacts: ContactSet,
+                  rows: Optional[tuple] = None) -> tuple:
+        """
+        Return (Q, b, A, lower, v_lower, v_upper) of the step QP (as ``solve`` builds it).
+
+        ``rows``: data of a step with the same contacts, whose A and lower are reused.
+        """
         facts = self.facts
         M_u = problem.M_u if facts.quasi_dynamic else self.inertia_scale * problem.M_u
         cost = qp_cost(facts.n_v, facts.h, facts.robot_v_idx, facts.stiffness, problem.q_a,
                        spring_reference(problem, facts.h), facts.object_v_idx, M_u,
                        problem.tau_u)
-        A, index = friction_cone_rows(contacts)
-        lower = -contacts.phi[index[:, 0]] / facts.h if len(index) else np.zeros(0)
+        if rows is not None:
+            A, lower = rows[2], rows[3]
+        else:
+            A, index = friction_cone_rows(contacts)
+            lower = -contacts.phi[index[:, 0]] / facts.h if len(index) else np.zeros(0)
         return cost.Q, cost.b, A, lower, problem.v_lower, problem.v_upper
 
     def next_reference(self, problem: StepProblem, q_a_next: np.ndarray,
@@ -245,13 +260,6 @@ def _assemble_cost(n_v, h, robot_v_idx, stiffness, q_a, q_ref_next, object_v_idx
             Q[object_v_idx[k], object_v_idx[m]] = object_inertia[k, m]
         b[object_v_idx[k]] = -h * tau_g_u[k]
     return Q, b
-
-
-def _difference(high: np.ndarray, low: np.ndarray, delta: float) -> np.ndarray:
-    """Return (high - low) / (2 delta), 0 where both are the same infinite bound."""
-    with np.errstate(invalid="ignore"):
-        change = (high - low) / (2.0 * delta)
-    return np.where(np.isfinite(high) & np.isfinite(low), change, 0.0)
 
 
 def quasi_static_inertia_scale(h: float, stiffness: np.ndarray, M_u: np.ndarray,

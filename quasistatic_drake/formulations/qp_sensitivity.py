@@ -29,9 +29,20 @@ computed without it keeps it tight (a sticking contact's cone rows without
 multiplier), that derivative is two-sided; if it would move it, it turns
 active or slack depending on the direction of the change, only one-sided
 derivatives exist, and the result says so (``degenerate``; the derivative
-given is the one with that constraint left slack).  This module imports neither Drake nor
-ROS.  (The step gradients of Song, Kumar & Pang's planning, and qsim's
-``get_Dq_nextDqa_cmd``, are built on this.)
+given is the one with that constraint left slack).
+
+Equality rows (``equalities``: the first rows of A, A x = l) are always in
+E.  H may be singular where the objective does not price some variables (the
+MIQP's impulses with its binaries fixed, ``miqp_sensitivity``): dx is then
+unique only up to directions in null(H) and null(E), which change no priced
+variable; the least-norm one is given.  A weakly active constraint that such a
+direction can keep tight does not make the derivative one-sided: if E with the
+weak constraints added is consistent and its solution differs from dx only
+in null(H), that solution is optimal too (the objective's change along a
+direction n in null(H) and null(E) is (H dx + df)^T n = dmu^T E n = 0) and
+two-sided.  This module imports neither Drake nor ROS.  (The step gradients
+of Song, Kumar & Pang's planning, and qsim's ``get_Dq_nextDqa_cmd``, are
+built on this.)
 """
 
 from __future__ import annotations
@@ -65,18 +76,20 @@ class Derivative:
 
 def active_set(H: np.ndarray, f: np.ndarray, A: np.ndarray, lower: np.ndarray,
                x_lower: np.ndarray, x_upper: np.ndarray, x: np.ndarray,
-               duals: np.ndarray, tol: float = ACTIVE_TOL) -> ActiveSet:
+               duals: np.ndarray, tol: float = ACTIVE_TOL, equalities: int = 0) -> ActiveSet:
     """
     Return the strongly and weakly active constraints of the solution x (``duals`` on rows).
 
     The bounds' multipliers follow from stationarity: nu = H x + f - A^T duals
     (positive at an active lower bound, negative at an active upper one).
+    The first ``equalities`` rows of A are equalities: always strongly active.
     """
     scale = 1.0 + np.abs(x).max(initial=0.0)
     force = 1.0 + np.abs(H @ x + f).max(initial=0.0) + np.abs(duals).max(initial=0.0)
     slack = A @ x - lower if len(lower) else np.zeros(0)
     tight = slack <= tol * scale * (1.0 + np.abs(lower))
     positive = duals > tol * force
+    tight[:equalities] = positive[:equalities] = True
     nu = H @ x + f - A.T @ duals
     at_lower = np.abs(x - x_lower) <= tol * scale
     at_upper = np.abs(x_upper - x) <= tol * scale
@@ -107,26 +120,49 @@ def solution_derivative(H: np.ndarray, A: np.ndarray, active: ActiveSet, df: np.
     The null-space solve of the module docstring on ``active``'s strong
     equalities.  The weakly active constraints are then checked: if dx keeps
     each of them tight for every column, dx is the two-sided derivative (a
-    sticking contact's cone rows without multiplier are such); if it moves
-    one, only one-sided derivatives exist and ``degenerate`` is True.
+    sticking contact's cone rows without multiplier are such), and so is the
+    solution that keeps them tight through unpriced directions (module
+    docstring); otherwise only one-sided derivatives exist and ``degenerate``
+    is True.
     """
-    n = H.shape[0]
-    identity = np.eye(n)
+    identity = np.eye(H.shape[0])
     E = np.vstack([A[active.rows], identity[active.lower], identity[active.upper]])
     de = np.vstack([dl[active.rows], dx_lower[active.lower], dx_upper[active.upper]])
-    if E.shape[0] == 0:
-        dx = -np.linalg.solve(H, df)
-    else:
-        dx_p = np.linalg.lstsq(E, de, rcond=None)[0]
-        Z = _null_space(E)
-        dx = dx_p if Z.shape[1] == 0 else dx_p - Z @ np.linalg.solve(
-            Z.T @ H @ Z, Z.T @ (H @ dx_p + df))
-    moved = np.concatenate([
-        (A[active.weak_rows] @ dx - dl[active.weak_rows]).reshape(-1),
-        (dx[active.weak_lower] - dx_lower[active.weak_lower]).reshape(-1),
-        (dx[active.weak_upper] - dx_upper[active.weak_upper]).reshape(-1)])
+    dx = _equality_constrained(H, E, de, df)
+    W = np.vstack([A[active.weak_rows], identity[active.weak_lower],
+                   identity[active.weak_upper]])
+    dw = np.vstack([dl[active.weak_rows], dx_lower[active.weak_lower],
+                    dx_upper[active.weak_upper]])
     size = 1.0 + np.abs(dx).max(initial=0.0)
-    return Derivative(dx, bool(np.any(np.abs(moved) > 1e-7 * size)))
+    if not np.any(np.abs(W @ dx - dw) > 1e-7 * size):
+        return Derivative(dx, False)
+    # the weak constraints move: unless directions the objective does not price can
+    # keep them tight (module docstring), only one-sided derivatives exist
+    E_all, de_all = np.vstack([E, W]), np.vstack([de, dw])
+    kept = _equality_constrained(H, E_all, de_all, df)
+    consistent = np.abs(E_all @ kept - de_all).max(initial=0.0) <= 1e-9 * size
+    unpriced = np.abs(H @ (kept - dx)).max(initial=0.0) <= 1e-9 * size * (
+        1.0 + np.abs(H).max(initial=0.0))
+    return Derivative(kept, False) if consistent and unpriced else Derivative(dx, True)
+
+
+def _equality_constrained(H: np.ndarray, E: np.ndarray, de: np.ndarray,
+                          df: np.ndarray) -> np.ndarray:
+    """Return the least-norm minimiser of 1/2 dx^T H dx + df^T dx subject to E dx = de."""
+    if E.shape[0] == 0:
+        return np.linalg.lstsq(H, -df, rcond=None)[0]
+    dx_p = np.linalg.lstsq(E, de, rcond=None)[0]
+    Z = _null_space(E)
+    if Z.shape[1] == 0:
+        return dx_p
+    return dx_p - Z @ np.linalg.lstsq(Z.T @ H @ Z, Z.T @ (H @ dx_p + df), rcond=None)[0]
+
+
+def central_difference(high: np.ndarray, low: np.ndarray, delta: float) -> np.ndarray:
+    """Return (high - low) / (2 delta), 0 where both are the same infinite bound."""
+    change = np.zeros(np.shape(high))
+    np.subtract(high, low, out=change, where=np.isfinite(high) & np.isfinite(low))
+    return change / (2.0 * delta)
 
 
 def _spanned(E: np.ndarray, row: np.ndarray) -> bool:
