@@ -58,6 +58,18 @@ class ContactSet:
                           body_a=tuple(self.body_a[i] for i in keep),
                           body_b=tuple(self.body_b[i] for i in keep))
 
+    def joined(self, other: "ContactSet") -> "ContactSet":
+        """Return this set's contacts followed by ``other``'s (the same n_v and n_d)."""
+        return ContactSet(phi=np.concatenate([self.phi, other.phi]),
+                          J_n=np.vstack([self.J_n, other.J_n]),
+                          J_f=np.vstack([self.J_f, other.J_f]),
+                          mu=np.concatenate([self.mu, other.mu]),
+                          normal_W=np.vstack([self.normal_W, other.normal_W]),
+                          tangents_W=np.concatenate([self.tangents_W, other.tangents_W]),
+                          point_A_W=np.vstack([self.point_A_W, other.point_A_W]),
+                          point_B_W=np.vstack([self.point_B_W, other.point_B_W]),
+                          body_a=self.body_a + other.body_a, body_b=self.body_b + other.body_b)
+
     @staticmethod
     def empty(n_v: int, n_d: int) -> "ContactSet":
         """Return a contact set with no contacts."""

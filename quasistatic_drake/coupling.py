@@ -106,6 +106,7 @@ class CoupledFormulation:
     needs_object_frames = property(lambda self: self.inner.needs_object_frames)
     scaled_impulses = property(lambda self: self.inner.scaled_impulses)
     gives_gradients = property(lambda self: self.inner.gives_gradients)
+    checks_one_sided_by_solving = property(lambda self: self.inner.checks_one_sided_by_solving)
 
     def contacts(self, contacts: ContactSet) -> ContactSet:
         """Return the contacts the inner formulation takes."""

@@ -19,10 +19,18 @@ and dq_next/dq_ref (qsim's ``get_Dq_nextDq`` and ``get_Dq_nextDqa_cmd``).
 * the integration q_next = q + h N(q) v' with quaternions renormalised,
   differentiated by central differences (it is cheap and smooth).
 
-A parameter whose change makes a contact appear or go (a pair at the edge
-of the detection tolerance, a manifold point at its band) has no
-derivative: the result is flagged ``degenerate``, as it is where a
-constraint is weakly active and only one-sided derivatives exist.
+A parameter whose change makes a contact that matters appear or go (a
+manifold point at its band) has no derivative: the result is flagged
+``degenerate``, as it is where a constraint is weakly active and only
+one-sided derivatives exist.  A contact that stays apart by more than
+FAR_GAP at the step's end (phi + h J_n v' beyond its friction rows' reach)
+does not matter: its rows are slack, here and under a small change, so
+it may come or go (a pad's far corners at the edge of the detection
+tolerance) and the derivative is unchanged.  Where the formulation's
+conditions give only a one-sided derivative, a formulation whose solver
+is exact and cheap (``checks_one_sided_by_solving``: the QP, the LCP)
+solves the step again on both sides and compares them (``sides_compared``):
+resting contact is differentiable that way.
 
 The detector runs 2 n_q times, so dq_next/dq costs 10 to 20 steps' data
 (``benchmarks/step_gradients.py``).  ``gradients="commands"`` (qsim's
@@ -74,6 +82,9 @@ def step_gradients(sim, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, tau
                         for e in np.eye(len(base)))
     dv_dcmd, one_sided = sim.formulation.solution_derivative(
         problem, contacts, attempt.solution, commands, DELTA_COMMAND)
+    if one_sided and sim.formulation.checks_one_sided_by_solving:
+        dv_dcmd, one_sided = sides_compared(sim.formulation, attempt.solution.v, commands,
+                                            DELTA_COMMAND, dv_dcmd)
     v = attempt.solution.v
     dI_dq, dI_dv = _integration_jacobians(sim, q, v, with_q)
     n_a = len(v_bar)
@@ -85,69 +96,132 @@ def step_gradients(sim, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, tau
 
 def _solution_derivative_in_q(sim, q, q_ref, v_bar, tau_ext, problem, contacts: ContactSet,
                               attempt, tolerance: float) -> tuple[np.ndarray, bool]:
-    """Return dv'/dq from the data at q +- DELTA_Q e_i, and whether it is one-sided."""
-    changes, unmatched = [], False
+    """
+    Return dv'/dq from the data at q +- DELTA_Q e_i, and whether it is one-sided.
+
+    The formulation's derivative on the matched contacts; if that is
+    one-sided, the sides are compared by solving again (``sides_compared``).
+    """
+    changes, found, unmatched = [], [], False
     for e in np.eye(len(q)):
-        pair = tuple(_data_at(sim, q + sign * DELTA_Q * e, q_ref, v_bar, tau_ext, attempt,
-                              tolerance, contacts) for sign in (1.0, -1.0))
-        if any(data is None for data in pair):     # no derivative in this direction
+        ends = [_data_at(sim, q + sign * DELTA_Q * e, q_ref, v_bar, tau_ext, attempt,
+                         tolerance, contacts) for sign in (1.0, -1.0)]
+        found.append(tuple((problem_at, raw) for problem_at, _, raw in ends))
+        if any(same is None for _, same, _ in ends):     # no derivative in this direction
             unmatched = True
-            pair = ((problem, contacts), (problem, contacts))
-        changes.append(pair)
+            changes.append(((problem, contacts), (problem, contacts)))
+        else:
+            changes.append(tuple((problem_at, same) for problem_at, same, _ in ends))
     dv_dq, broken = sim.formulation.solution_derivative(
         problem, contacts, attempt.solution, changes, DELTA_Q)
+    if (broken or unmatched) and sim.formulation.checks_one_sided_by_solving:
+        return sides_compared(sim.formulation, attempt.solution.v, found, DELTA_Q, dv_dq)
     return dv_dq, broken or unmatched
+
+
+ONE_SIDED_TOL = 1e-3    # relative: one-sided differences further apart than this disagree
+
+
+def sides_compared(formulation, v: np.ndarray, changes: list, delta: float,
+                   derivative: np.ndarray) -> tuple[np.ndarray, bool]:
+    """
+    Return dv'/dtheta where the one-sided derivatives agree, and whether any column differs.
+
+    For a step the optimality conditions call one-sided (a weakly active row,
+    a contact that comes or goes), the formulation solves the step again
+    at theta_j +- delta from the data the detector found there.  Where the
+    forward and backward differences agree, the column is two-sided, and
+    the central difference is its derivative: a box resting flat on a table
+    and tilted either way is set back flat, through other rows on each side.
+    Where they disagree (a kink) or a solve fails, the column is one-sided
+    and ``derivative``'s column is kept.
+    """
+    result, one_sided = derivative.copy(), False
+    for j, (plus, minus) in enumerate(changes):
+        high, low = formulation.solve(*plus).v, formulation.solve(*minus).v
+        if high is None or low is None:
+            one_sided = True
+            continue
+        forward, backward = (high - v) / delta, (v - low) / delta
+        size = 1.0 + max(np.abs(forward).max(initial=0.0), np.abs(backward).max(initial=0.0))
+        if np.abs(forward - backward).max(initial=0.0) > ONE_SIDED_TOL * size:
+            one_sided = True
+            continue
+        result[:, j] = (high - low) / (2.0 * delta)
+    return result, one_sided
 
 
 def _data_at(sim, q: np.ndarray, q_ref, v_bar, tau_ext, attempt, tolerance: float,
              base: ContactSet) -> tuple:
     """
-    Return the step's (problem, contacts) at q, as the step built them at its own q.
+    Return the step's problem at q, its contacts matched to ``base``'s, and as found.
 
-    The contacts are put in the order of ``base``'s (the detector's order
-    follows Drake's pair order, which a small change of q may permute).
-    None if they do not match ``base``'s one to one.
+    As the step built them at its own q.  The matched contacts are in the
+    order of ``base``'s (the detector's order follows Drake's pair order,
+    which a small change of q may permute); None if they do not match
+    (``matched``).
     """
     model = sim.model
     model.set_positions(q)
     pairs = proximity_pairs(model, tolerance)
     model.set_positions(q)
-    contacts = matched(base, sim.formulation.contacts(sim.detector.detect(tolerance, pairs)))
-    if contacts is None:
-        return None
+    found = sim.formulation.contacts(sim.detector.detect(tolerance, pairs))
     if attempt.recovery_fraction < 1.0:
-        contacts = replace(contacts, phi=np.where(
-            contacts.phi < 0.0, attempt.recovery_fraction * contacts.phi, contacts.phi))
+        found = replace(found, phi=np.where(
+            found.phi < 0.0, attempt.recovery_fraction * found.phi, found.phi))
+    v = attempt.solution.v
+    same = matched(base, found, far_apart(base, v, sim.h), far_apart(found, v, sim.h))
     problem = sim._problem(q, q_ref, v_bar, tau_ext)
     if attempt.rotation_limited:
         problem = sim._turn_limited(problem)
-    return problem, contacts
+    return problem, same, found
 
 
 MATCH_DISTANCE = 1e-4   # [m] a contact point moved further than this is another point
+FAR_GAP = 1e-4          # [m] a contact this far apart at the step's end does not matter
 
 
-def matched(base: ContactSet, other: ContactSet) -> Optional[ContactSet]:
+def far_apart(contacts: ContactSet, v: np.ndarray, h: float) -> np.ndarray:
+    """
+    Return the mask of contacts apart by more than FAR_GAP at the step's end.
+
+    phi + h J_n v' - h mu max_j |J_f,j v'| > FAR_GAP: every row of such a
+    contact (Anitescu's cone rows, the MIQP's gap row, the LCP's) is slack.
+    """
+    if contacts.n_c == 0:
+        return np.zeros(0, dtype=bool)
+    sliding = np.abs(contacts.J_f @ v).reshape(contacts.n_c, -1).max(axis=1)
+    end_gap = contacts.phi + h * (contacts.J_n @ v) - h * contacts.mu * sliding
+    return end_gap > FAR_GAP
+
+
+def matched(base: ContactSet, other: ContactSet, far_base: np.ndarray,
+            far_other: np.ndarray) -> Optional[ContactSet]:
     """
     Return ``other``'s contacts in the order of ``base``'s, each matched to its nearest.
 
-    Matched by body pair and contact point; None if they do not match one to
-    one (a point came or went): that change has no derivative.
+    Matched by body pair and contact point.  A contact of ``base`` that is
+    far apart (``far_base``, module docstring) and has no match keeps its own
+    rows; a contact of ``other`` without a match is dropped if it is far
+    apart (``far_other``).  None if a contact that matters came or went: that
+    change has no derivative.
     """
-    if other.n_c != base.n_c:
-        return None
     order, free = [], set(range(other.n_c))
     for i in range(base.n_c):
         same = [j for j in free if (other.body_a[j], other.body_b[j])
                 == (base.body_a[i], base.body_b[i])]
-        if not same:
-            return None
-        j = min(same, key=lambda k: np.linalg.norm(other.point_A_W[k] - base.point_A_W[i]))
-        if np.linalg.norm(other.point_A_W[j] - base.point_A_W[i]) > MATCH_DISTANCE:
-            return None
+        j = min(same, default=None,
+                key=lambda k: np.linalg.norm(other.point_A_W[k] - base.point_A_W[i]))
+        if j is None or np.linalg.norm(other.point_A_W[j] - base.point_A_W[i]) > MATCH_DISTANCE:
+            if not far_base[i]:
+                return None
+            order.append(other.n_c + i)             # base's own rows: no change
+            continue
         order.append(j)
         free.remove(j)
-    return other.take(np.array(order, dtype=int))
+    if not all(far_other[j] for j in free):
+        return None
+    return other.joined(base).take(np.array(order, dtype=int))
 
 
 def _integration_jacobians(sim, q: np.ndarray, v: np.ndarray,

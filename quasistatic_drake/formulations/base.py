@@ -143,6 +143,9 @@ class Formulation(ABC):
     scaled_impulses: ClassVar[bool] = False
     # Whether solution_derivative is implemented (step(gradients=True)).
     gives_gradients: ClassVar[bool] = False
+    # Whether a step whose derivative is one-sided may have its sides compared by solving
+    # again at +- delta (step_gradients.sides_compared): the solver is exact and cheap.
+    checks_one_sided_by_solving: ClassVar[bool] = False
 
     def __init__(self, facts: ModelFacts, settings: Any):
         """Keep the model's facts and the (validated) settings."""

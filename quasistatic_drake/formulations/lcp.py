@@ -98,6 +98,7 @@ class LcpFormulation(Formulation):
     needs_object_frames = True
     scaled_impulses = True
     gives_gradients = True
+    checks_one_sided_by_solving = True
     recovery_bisections = 4
 
     def __init__(self, facts: ModelFacts, settings: LcpSettings):

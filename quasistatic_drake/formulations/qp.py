@@ -111,6 +111,7 @@ class QpFormulation(Formulation):
     name = "qp"
     settings_type = QpSettings
     gives_gradients = True
+    checks_one_sided_by_solving = True
 
     def __init__(self, facts: ModelFacts, settings: QpSettings):
         """Fix the objects' inertia scale for the scenario's mode."""
