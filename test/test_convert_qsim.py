@@ -37,6 +37,7 @@ PUSHER_BOX = {
     'contact_detection_tolerance': 0.05,
     'gravity': [0.0, 0.0, -9.81],
     'default_friction': 1.0,
+    'qp': {'anitescu_lift': True},
     'packages': {'quasistatic_simulator': str(DATA)},
     'directives': [
         {'add_model': {'name': 'box', 'file': f'{PACKAGE}/box_0.1m.sdf'}},
@@ -55,6 +56,7 @@ ARM_SPHERE = {
     'contact_detection_tolerance': math.inf,
     'gravity': [0.0, 0.0, 0.0],
     'default_friction': 1.0,
+    'qp': {'anitescu_lift': True},
     'quasi_static_inertia_ratio': 0.2,
     'packages': {'quasistatic_simulator': str(DATA)},
     'directives': [
@@ -232,7 +234,8 @@ def test_the_converted_scenario_pushes_the_box(tmp_path):
     moved = pose.translation() - x0
     assert moved[0] > 0.05
     assert abs(moved[1]) < 1e-6
-    # Anitescu's relaxation lifts a sliding box by about mu h |v| = 0.5 * 0.1 s * 0.1 m/s
+    # converted with qsim's Anitescu rows (qp: {anitescu_lift: true}): they lift a sliding
+    # box by about mu h |v| = 0.5 * 0.1 s * 0.1 m/s
     assert 0.0 <= moved[2] < 0.006
     assert np.allclose(pose.rotation().matrix(), np.eye(3), atol=1e-6)
     assert sim.robot_positions(q, 'pusher')[0] > -0.1 + 0.05

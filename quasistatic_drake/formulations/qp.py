@@ -50,7 +50,7 @@ nor ROS.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
 import numba
@@ -64,7 +64,10 @@ from quasistatic_drake.formulations.log_barrier import (barrier_derivative, solv
 from quasistatic_drake.formulations.qp_backends import QpSolverResult, solve_daqp
 from quasistatic_drake.formulations.qp_sensitivity import (active_set, central_difference,
                                                            solution_derivative)
-from quasistatic_drake.schema import number, setting
+from quasistatic_drake.formulations.sliding_lift import (constraint_rows, fixed_point,
+                                                         newton_velocity, row_bounds,
+                                                         sliding_speeds)
+from quasistatic_drake.schema import flag, number, setting
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,11 @@ class QpSolution(StepSolution):
 
     constraint_rows: int = 0    # Anitescu's rows, one per friction-cone extreme ray
     duals: Optional[np.ndarray] = None   # beta, one per row (None on failure)
+    # the sliding speeds s_i the rows' bounds were shifted by (sliding_lift.py; None: no
+    # shift), the fixed point's iterations and the lift it leaves [m]
+    sliding_speeds: Optional[np.ndarray] = None
+    lift_iterations: int = 1
+    lift_residual: float = 0.0
 
 
 QpSolver = Callable[..., QpSolverResult]   # (H, f, A, lower, x_lower, x_upper), qp_backends
@@ -94,6 +102,9 @@ class QpSettings:
         None, number(positive=True, none_word="off"),
         "kappa: solve the log-barrier form of the QP (smoothed contact for planners, "
         "formulations/log_barrier.py); off: the QP")
+    anitescu_lift: bool = setting(
+        False, flag(), "keep Anitescu's lift of sliding contacts (mu h |v_t|); false: remove "
+        "it by a fixed point on the rows' bounds (formulations/sliding_lift.py)")
 
 
 class QpFormulation(Formulation):
@@ -130,9 +141,17 @@ class QpFormulation(Formulation):
                        spring_reference(problem, facts.h), facts.object_v_idx, M_u,
                        problem.tau_u)
         kappa = self.settings.log_barrier_weight
-        if kappa is None:
+        if kappa is None and self.settings.anitescu_lift:
             return solve_qp_step(cost, contacts, facts.h, problem.v_lower, problem.v_upper,
                                  self.solver)
+        if kappa is None:
+            solution, speeds, iterations, residual = fixed_point(
+                lambda s: solve_qp_step(cost, contacts, facts.h, problem.v_lower,
+                                        problem.v_upper, self.solver, s),
+                lambda solution, s: self._newton(cost, contacts, problem, solution, s),
+                contacts, facts.h)
+            return replace(solution, sliding_speeds=speeds, lift_iterations=iterations,
+                           lift_residual=residual)
         A, index = friction_cone_rows(contacts)
         lower = -contacts.phi[index[:, 0]] / facts.h if len(index) else np.zeros(0)
         start = time.perf_counter()
@@ -144,6 +163,16 @@ class QpFormulation(Formulation):
                               len(lower))
         return QpSolution(result.x, contact_impulses(contacts, index, result.duals),
                           "optimal", spent, len(lower), result.duals)
+
+    def _newton(self, cost: QpCost, contacts: ContactSet, problem: StepProblem,
+                solution: QpSolution, speeds: np.ndarray) -> np.ndarray:
+        """Return the Newton update's v of the sliding-lift fixed point (sliding_lift.py)."""
+        A, index = friction_cone_rows(contacts)
+        lower = row_bounds(contacts, index, self.facts.h, speeds)
+        active = active_set(cost.Q, cost.b, A, lower, problem.v_lower, problem.v_upper,
+                            solution.v, solution.duals)
+        return newton_velocity(cost.Q, cost.b, A, index, contacts, self.facts.h, solution.v,
+                               active, problem.v_lower, problem.v_upper)
 
     def solution_derivative(self, problem: StepProblem, contacts: ContactSet,
                             solution: QpSolution, changes: list, delta: float
@@ -158,20 +187,28 @@ class QpFormulation(Formulation):
         other contact rows (a contact appears or goes) has no derivative:
         its column is zero and the result is flagged one-sided.  A change
         that keeps the step's contacts (a command's) keeps its rows: only
-        the cost and the bounds are built again.
+        the cost and the bounds are built again.  Without Anitescu's lift
+        (``sliding_lift.py``) the rows' bounds depend on v' through the
+        sliding speeds: at a changed step they are those of v' on its rows,
+        and the tight rows linearise with ``constraint_rows``.
         """
         if self.settings.log_barrier_weight is not None:
             return self._barrier_derivative(problem, contacts, solution, changes, delta)
-        base = self._kkt_data(problem, contacts)
+        v, beta, speeds = solution.v, solution.duals, solution.sliding_speeds
+        base = self._kkt_data(problem, contacts, speeds=speeds)
         Q, b, A, lower, v_lower, v_upper = base
-        v, beta = solution.v, solution.duals
         active = active_set(Q, b, A, lower, v_lower, v_upper, v, beta)
+        A_c, tie = A, False
+        if speeds is not None:
+            A_c, tie = constraint_rows(contacts, A, friction_cone_rows(contacts)[1], v)
         n, k = len(v), len(changes)
         df, dl = np.zeros((n, k)), np.zeros((len(lower), k))
         d_lower, d_upper = np.zeros((n, k)), np.zeros((n, k))
         broken = False
         for j, (plus, minus) in enumerate(changes):
-            high, low = (self._kkt_data(*step, rows=base if step[1] is contacts else None)
+            high, low = (self._kkt_data(*step, rows=base if step[1] is contacts else None,
+                                        speeds=None if speeds is None
+                                        else sliding_speeds(step[1], v))
                          for step in (plus, minus))
             if high[2].shape != A.shape or low[2].shape != A.shape:
                 broken = True
@@ -183,8 +220,8 @@ class QpFormulation(Formulation):
                 df[:, j] -= dA.T @ beta
                 dl[:, j] = d_rows - dA @ v
             d_lower[:, j], d_upper[:, j] = dlo, dhi
-        derivative = solution_derivative(Q, A, active, df, dl, d_lower, d_upper)
-        return derivative.dx, derivative.degenerate or broken
+        derivative = solution_derivative(Q, A, active, df, dl, d_lower, d_upper, A_c)
+        return derivative.dx, derivative.degenerate or broken or tie
 
     def _barrier_derivative(self, problem: StepProblem, contacts: ContactSet,
                             solution: QpSolution, changes: list, delta: float
@@ -209,11 +246,12 @@ class QpFormulation(Formulation):
         return dx, broken
 
     def _kkt_data(self, problem: StepProblem, contacts: ContactSet,
-                  rows: Optional[tuple] = None) -> tuple:
+                  rows: Optional[tuple] = None, speeds: Optional[np.ndarray] = None) -> tuple:
         """
         Return (Q, b, A, lower, v_lower, v_upper) of the step QP (as ``solve`` builds it).
 
-        ``rows``: data of a step with the same contacts, whose A and lower are reused.
+        ``rows``: data of a step with the same contacts, whose A and lower are
+        reused; ``speeds``: the sliding speeds that shift the rows' bounds.
         """
         facts = self.facts
         M_u = problem.M_u if facts.quasi_dynamic else self.inertia_scale * problem.M_u
@@ -224,7 +262,8 @@ class QpFormulation(Formulation):
             A, lower = rows[2], rows[3]
         else:
             A, index = friction_cone_rows(contacts)
-            lower = -contacts.phi[index[:, 0]] / facts.h if len(index) else np.zeros(0)
+            lower = row_bounds(contacts, index, facts.h, np.zeros(contacts.n_c)
+                               if speeds is None else speeds)
         return cost.Q, cost.b, A, lower, problem.v_lower, problem.v_upper
 
     def next_reference(self, problem: StepProblem, q_a_next: np.ndarray,
@@ -312,10 +351,17 @@ def _cone_rows(J_n, J_f, mu, n_d):
 
 def solve_qp_step(cost: QpCost, contacts: ContactSet, h: float,
                   v_lower: np.ndarray, v_upper: np.ndarray,
-                  solver: QpSolver = solve_daqp) -> QpSolution:
-    """Solve the step QP; v_lower <= v' <= v_upper carries joint limits."""
+                  solver: QpSolver = solve_daqp,
+                  speeds: Optional[np.ndarray] = None) -> QpSolution:
+    """
+    Solve the step QP; v_lower <= v' <= v_upper carries joint limits.
+
+    ``speeds``: the sliding speeds the rows' bounds are shifted by
+    (``sliding_lift.row_bounds``); None: Anitescu's rows as they are.
+    """
     A, index = friction_cone_rows(contacts)
-    lower = -contacts.phi[index[:, 0]] / h if len(index) else np.zeros(0)
+    lower = row_bounds(contacts, index, h, np.zeros(contacts.n_c) if speeds is None
+                       else speeds)
     result = solver(cost.Q, cost.b, A, lower, v_lower, v_upper)
     if not result.ok:
         return QpSolution(None, np.zeros((contacts.n_c, 3)), result.status,

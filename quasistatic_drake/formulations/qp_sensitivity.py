@@ -48,6 +48,7 @@ built on this.)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -101,19 +102,18 @@ def active_set(H: np.ndarray, f: np.ndarray, A: np.ndarray, lower: np.ndarray,
                    identity[np.flatnonzero(upper_on)]])
     # a tight row without multiplier that the strong rows span is redundant (a parallel
     # row): it stays tight with them
-    weak, redundant = [], []
-    for r in np.flatnonzero(tight & ~positive):
-        (redundant if _spanned(E, A[r]) else weak).append(r)
-    return ActiveSet(rows=np.array(sorted([*rows, *redundant]), dtype=int),
+    candidates = np.flatnonzero(tight & ~positive)
+    spanned = _spanned(E, A[candidates])
+    return ActiveSet(rows=np.sort(np.concatenate([rows, candidates[spanned]])),
                      lower=np.flatnonzero(lower_on), upper=np.flatnonzero(upper_on),
-                     weak_rows=np.array(weak, dtype=int),
+                     weak_rows=candidates[~spanned],
                      weak_lower=np.flatnonzero(at_lower & ~lower_on),
                      weak_upper=np.flatnonzero(at_upper & ~upper_on))
 
 
 def solution_derivative(H: np.ndarray, A: np.ndarray, active: ActiveSet, df: np.ndarray,
-                        dl: np.ndarray, dx_lower: np.ndarray,
-                        dx_upper: np.ndarray) -> Derivative:
+                        dl: np.ndarray, dx_lower: np.ndarray, dx_upper: np.ndarray,
+                        A_constraint: Optional[np.ndarray] = None) -> Derivative:
     """
     Return dx/dp (n x k) for changes df (n x k), dl (m x k) and of the bounds (n x k each).
 
@@ -123,14 +123,20 @@ def solution_derivative(H: np.ndarray, A: np.ndarray, active: ActiveSet, df: np.
     sticking contact's cone rows without multiplier are such), and so is the
     solution that keeps them tight through unpriced directions (module
     docstring); otherwise only one-sided derivatives exist and ``degenerate``
-    is True.
+    is True.  ``A_constraint``: the rows' linearisation where a row's bound
+    depends on x too (``sliding_lift.constraint_rows``); the stationarity
+    conditions keep A's rows.
     """
+    A_c = A if A_constraint is None else A_constraint
     identity = np.eye(H.shape[0])
-    E = np.vstack([A[active.rows], identity[active.lower], identity[active.upper]])
+
+    def stacked(rows, at_lower, at_upper, matrix=A_c):
+        return np.vstack([matrix[rows], identity[at_lower], identity[at_upper]])
+    E, E_s = (stacked(active.rows, active.lower, active.upper, m) for m in (A_c, A))
     de = np.vstack([dl[active.rows], dx_lower[active.lower], dx_upper[active.upper]])
-    dx = _equality_constrained(H, E, de, df)
-    W = np.vstack([A[active.weak_rows], identity[active.weak_lower],
-                   identity[active.weak_upper]])
+    dx = equality_constrained(H, E, de, df, E_s)
+    W, W_s = (stacked(active.weak_rows, active.weak_lower, active.weak_upper, m)
+              for m in (A_c, A))
     dw = np.vstack([dl[active.weak_rows], dx_lower[active.weak_lower],
                     dx_upper[active.weak_upper]])
     size = 1.0 + np.abs(dx).max(initial=0.0)
@@ -139,23 +145,30 @@ def solution_derivative(H: np.ndarray, A: np.ndarray, active: ActiveSet, df: np.
     # the weak constraints move: unless directions the objective does not price can
     # keep them tight (module docstring), only one-sided derivatives exist
     E_all, de_all = np.vstack([E, W]), np.vstack([de, dw])
-    kept = _equality_constrained(H, E_all, de_all, df)
+    kept = equality_constrained(H, E_all, de_all, df, np.vstack([E_s, W_s]))
     consistent = np.abs(E_all @ kept - de_all).max(initial=0.0) <= 1e-9 * size
     unpriced = np.abs(H @ (kept - dx)).max(initial=0.0) <= 1e-9 * size * (
         1.0 + np.abs(H).max(initial=0.0))
     return Derivative(kept, False) if consistent and unpriced else Derivative(dx, True)
 
 
-def _equality_constrained(H: np.ndarray, E: np.ndarray, de: np.ndarray,
-                          df: np.ndarray) -> np.ndarray:
-    """Return the least-norm minimiser of 1/2 dx^T H dx + df^T dx subject to E dx = de."""
+def equality_constrained(H: np.ndarray, E: np.ndarray, de: np.ndarray, df: np.ndarray,
+                         E_s: Optional[np.ndarray] = None) -> np.ndarray:
+    """
+    Return the least-norm dx with E dx = de and H dx + df in the row space of E_s.
+
+    With E_s = E (the default) that is the minimiser of 1/2 dx^T H dx + df^T dx
+    subject to E dx = de; with E_s the rows of the stationarity conditions
+    where they differ from the constraints' linearisation.
+    """
     if E.shape[0] == 0:
         return np.linalg.lstsq(H, -df, rcond=None)[0]
     dx_p = np.linalg.lstsq(E, de, rcond=None)[0]
     Z = _null_space(E)
     if Z.shape[1] == 0:
         return dx_p
-    return dx_p - Z @ np.linalg.lstsq(Z.T @ H @ Z, Z.T @ (H @ dx_p + df), rcond=None)[0]
+    Y = Z if E_s is None else _null_space(E_s)
+    return dx_p - Z @ np.linalg.lstsq(Y.T @ H @ Z, Y.T @ (H @ dx_p + df), rcond=None)[0]
 
 
 def central_difference(high: np.ndarray, low: np.ndarray, delta: float) -> np.ndarray:
@@ -165,12 +178,14 @@ def central_difference(high: np.ndarray, low: np.ndarray, delta: float) -> np.nd
     return change / (2.0 * delta)
 
 
-def _spanned(E: np.ndarray, row: np.ndarray) -> bool:
-    """Return whether ``row`` lies in the row space of E (to a relative 1e-9)."""
-    if E.shape[0] == 0:
-        return False
-    coefficients = np.linalg.lstsq(E.T, row, rcond=None)[0]
-    return bool(np.linalg.norm(E.T @ coefficients - row) <= 1e-9 * np.linalg.norm(row))
+def _spanned(E: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Return which of ``rows`` lie in the row space of E (to a relative 1e-9)."""
+    if E.shape[0] == 0 or rows.shape[0] == 0:
+        return np.zeros(rows.shape[0], dtype=bool)
+    _, s, vt = np.linalg.svd(E, full_matrices=False)
+    basis = vt[s > s.max(initial=0.0) * max(E.shape) * np.finfo(float).eps * 1e3]
+    residual = rows - (rows @ basis.T) @ basis
+    return np.linalg.norm(residual, axis=1) <= 1e-9 * np.linalg.norm(rows, axis=1)
 
 
 def _null_space(E: np.ndarray) -> np.ndarray:
