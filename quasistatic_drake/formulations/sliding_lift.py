@@ -13,22 +13,24 @@ the rows' bounds are shifted by the speed the step slides at,
 
     phi_i / h + (J_n,i + mu_i J_f,ij) v >= -mu_i s_i,
 
-and s_i is found by a fixed point, solving with s^k and updating s^(k+1) until
-mu_i h |s^(k+1) - s^k| <= LIFT_TOL for every contact.  The plain update
-s^(k+1) = s(v^k) contracts by about mu^2 per solve (a pushed box at mu = 0.5
-took 15 to 17 solves to 1e-12 m); on a fixed active set the map is affine,
-so the update is Newton's instead (``newton_velocity``): the rows that bind
-at v^k, with s_i(v) = -J_f,ij* v substituted, give v* in one linear solve,
-and s^(k+1) = s(v*).  A pushed box then takes 2 or 3 solves.  Where the
-active set changes from one solve to the next, Newton's update can cycle
-(measured: a fuzzed pads scene, 0.8 m/s commands, 53 contacts, never
-converged); when one does not halve the residual, the plain update takes
-over (13 solves there).  At the fixed point the
-binding row of a sliding contact reads phi_i / h + J_n,i v >= 0: no lift and no
-penetration; its multiplier is the Coulomb force on the pyramid's edge that
-opposes the sliding.  A contact that sticks (s_i = 0) keeps its rows, so the
-force balance at rest is exactly the QP's.  Each iteration is one QP solve
-(DAQP, warm from nothing); a pushed box converges in 2 to 3.
+and s_i is found by a fixed point.  At the fixed point the binding row of a
+sliding contact reads phi_i / h + J_n,i v >= 0: no lift and no penetration;
+its multiplier is the Coulomb force on the pyramid's edge that opposes the
+sliding.  A contact that sticks (s_i = 0) keeps its rows, so the force
+balance at rest is exactly the QP's.
+
+Each iteration is one QP solve (DAQP) with s^k, until mu_i h |s_i(v^k) -
+s^k_i| <= LIFT_TOL for every contact.  The plain update s^(k+1) = s(v^k)
+contracts by about mu^2 per solve (a pushed box at mu = 0.5 took 15 to 17
+solves to 1e-12 m).  On a fixed active set the map is affine, so the update
+is Newton's instead (``newton_velocity``): the rows that bind at v^k, with
+s_i(v) = -J_f,ij* v substituted, give v* in one linear solve, and
+s^(k+1) = s(v*); a pushed box takes 2 or 3 solves.  Where the active set
+changes from one solve to the next, Newton's update can cycle (measured: a
+fuzzed pads scene, 0.8 m/s commands, 53 contacts, never converged); when
+one does not halve the residual, the plain update takes over (13 solves
+there).  After MAX_LIFT_ITERATIONS the safe iterate that lifts least is kept
+(``fixed_point``).
 
 For the step gradients, the bounds depend on v: a tight row r of a sliding
 contact i linearises to (A_r - mu_i J_f,ij*) dv = ..., with j* the binding
