@@ -107,6 +107,7 @@ class CoupledFormulation:
     scaled_impulses = property(lambda self: self.inner.scaled_impulses)
     gives_gradients = property(lambda self: self.inner.gives_gradients)
     checks_one_sided_by_solving = property(lambda self: self.inner.checks_one_sided_by_solving)
+    gradients_fix = property(lambda self: self.inner.gradients_fix)
 
     def contacts(self, contacts: ContactSet) -> ContactSet:
         """Return the contacts the inner formulation takes."""

@@ -280,7 +280,7 @@ class QuasistaticSimulator:
         if gradients and not self.formulation.gives_gradients:
             raise CommandError(
                 f"gradients=True: formulation {self.formulation.name!r} gives no step "
-                "gradients. Fix: formulation qp, lcp or miqp, or gradients=False.")
+                f"gradients here. Fix: {self.formulation.gradients_fix}.")
         try:
             result = self._step(q, q_ref, v_bar, warm_start, start, tau_ext, gradients)
             if reference_of_q and result.dq_next_dq is not None:

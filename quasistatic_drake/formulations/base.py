@@ -141,8 +141,10 @@ class Formulation(ABC):
     # Whether the impulses are known only up to a scale (Halm & Posa's limit-surface factor
     # k, eq. 10): the step then reports them as scaled impulses and no force in newtons.
     scaled_impulses: ClassVar[bool] = False
-    # Whether solution_derivative is implemented (step(gradients=True)).
+    # Whether solution_derivative is implemented (step(gradients=True)), and the fix a
+    # refusal names.
     gives_gradients: ClassVar[bool] = False
+    gradients_fix: ClassVar[str] = "formulation qp, lcp or miqp, or gradients=False"
     # Whether a step whose derivative is one-sided may have its sides compared by solving
     # again at +- delta (step_gradients.sides_compared): the solver is exact and cheap.
     checks_one_sided_by_solving: ClassVar[bool] = False

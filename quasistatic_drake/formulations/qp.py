@@ -59,6 +59,7 @@ import numpy as np
 from quasistatic_drake.contact import ContactSet
 from quasistatic_drake.formulations.base import (Formulation, lead_bounded, ModelFacts,
                                                  spring_reference, StepProblem, StepSolution)
+from quasistatic_drake.formulations.exact_cone import cone_impulses, solve_cones
 from quasistatic_drake.formulations.log_barrier import (barrier_derivative, solve_log_barrier,
                                                         stacked_rows)
 from quasistatic_drake.formulations.qp_backends import QpSolverResult, solve_daqp
@@ -67,7 +68,7 @@ from quasistatic_drake.formulations.qp_sensitivity import (active_set, central_d
 from quasistatic_drake.formulations.sliding_lift import (constraint_rows, fixed_point,
                                                          newton_velocity, row_bounds,
                                                          sliding_speeds)
-from quasistatic_drake.schema import flag, number, setting
+from quasistatic_drake.schema import flag, number, one_of, SchemaError, setting
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,7 @@ class QpSolution(StepSolution):
     sliding_speeds: Optional[np.ndarray] = None
     lift_iterations: int = 1
     lift_residual: float = 0.0
+    cone_multipliers: Optional[np.ndarray] = None   # friction_cone: exact: z per contact
 
 
 QpSolver = Callable[..., QpSolverResult]   # (H, f, A, lower, x_lower, x_upper), qp_backends
@@ -105,6 +107,10 @@ class QpSettings:
     anitescu_lift: bool = setting(
         False, flag(), "keep Anitescu's lift of sliding contacts (mu h |v_t|); false: remove "
         "it by a fixed point on the rows' bounds (formulations/sliding_lift.py)")
+    friction_cone: str = setting(
+        "pyramid", one_of("pyramid", "exact", what="friction cone"),
+        "pyramid: friction_directions rows per contact (a QP); exact: the round Coulomb cone "
+        "(an SOCP, formulations/exact_cone.py; no step gradients)")
 
 
 class QpFormulation(Formulation):
@@ -127,6 +133,20 @@ class QpFormulation(Formulation):
     def __init__(self, facts: ModelFacts, settings: QpSettings):
         """Fix the objects' inertia scale for the scenario's mode."""
         super().__init__(facts, settings)
+        if settings.friction_cone == "exact":
+            if settings.log_barrier_weight is not None:
+                raise SchemaError("friction_cone", "exact cannot be combined with "
+                                  "log_barrier_weight (the barrier is over the pyramid's "
+                                  "rows). Fix: friction_cone: pyramid, or log_barrier_weight: "
+                                  "off.")
+            if not settings.anitescu_lift:
+                raise SchemaError("friction_cone", "exact keeps Anitescu's lift of sliding "
+                                  "contacts (mu h |v_t|; its removal is for the pyramid "
+                                  "only, formulations/sliding_lift.py). Fix: add "
+                                  "anitescu_lift: true to the qp: block, or friction_cone: "
+                                  "pyramid.")
+            self.gives_gradients = self.checks_one_sided_by_solving = False
+            self.gradients_fix = "qp: {friction_cone: pyramid} (the default), or gradients=False"
         self.inertia_scale = 1.0 if facts.quasi_dynamic else quasi_static_inertia_scale(
             facts.h, facts.stiffness, facts.object_mass_default,
             facts.quasi_static_inertia_ratio)
@@ -141,6 +161,8 @@ class QpFormulation(Formulation):
                        spring_reference(problem, facts.h), facts.object_v_idx, M_u,
                        problem.tau_u)
         kappa = self.settings.log_barrier_weight
+        if self.settings.friction_cone == "exact":
+            return self._solve_cones(cost, contacts, problem)
         if kappa is None and self.settings.anitescu_lift:
             return solve_qp_step(cost, contacts, facts.h, problem.v_lower, problem.v_upper,
                                  self.solver)
@@ -163,6 +185,17 @@ class QpFormulation(Formulation):
                               len(lower))
         return QpSolution(result.x, contact_impulses(contacts, index, result.duals),
                           "optimal", spent, len(lower), result.duals)
+
+    def _solve_cones(self, cost: QpCost, contacts: ContactSet,
+                     problem: StepProblem) -> QpSolution:
+        """Solve the step with exact cones (``exact_cone.py``), Anitescu's lift kept."""
+        result = solve_cones(cost.Q, cost.b, contacts, self.facts.h, problem.v_lower,
+                             problem.v_upper)
+        if result.v is None:
+            return QpSolution(None, np.zeros((contacts.n_c, 3)), result.status,
+                              result.solve_time)
+        return QpSolution(result.v, cone_impulses(contacts, result.z), "optimal",
+                          result.solve_time, contacts.n_c, cone_multipliers=result.z)
 
     def _newton(self, cost: QpCost, contacts: ContactSet, problem: StepProblem,
                 solution: QpSolution, speeds: np.ndarray) -> np.ndarray:
