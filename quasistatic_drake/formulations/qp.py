@@ -41,6 +41,12 @@ where beta are contact *impulses* [N s] along the friction-cone extreme rays.
   box in quasi-static mode (docs/robustness.md: about 1.36x per step, 35 to
   68 degrees after 3 s), where quasi-dynamic mode holds it.
 
+Two settings change the rows (the ``qp:`` block): by default each contact's
+rows are shifted by the speed it slides at, found by a fixed point, which
+removes the relaxation's lift of sliding contacts (``sliding_lift.py``;
+``anitescu_lift: true`` keeps the rows above); ``friction_cone: exact``
+replaces the pyramid by the round cone, one SOCP per step (``exact_cone.py``).
+
 The slides print b with a plus sign; the KKT derivation above gives the minus.
 Contact impulses come from the duals: on B by A, sum_j beta_ij (n_i + mu_i d_ij),
 and the force is that impulse divided by h.  This module imports neither Drake
