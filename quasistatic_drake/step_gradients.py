@@ -82,16 +82,17 @@ def step_gradients(sim, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, tau
                         for e in np.eye(len(base)))
     dv_dcmd, one_sided = sim.formulation.solution_derivative(
         problem, contacts, attempt.solution, commands, DELTA_COMMAND)
-    if one_sided and sim.formulation.checks_one_sided_by_solving:
+    one_sided = per_column(one_sided, len(commands))
+    if one_sided.any() and sim.formulation.checks_one_sided_by_solving:
         dv_dcmd, one_sided = sides_compared(sim.formulation, attempt.solution.v, commands,
-                                            DELTA_COMMAND, dv_dcmd)
+                                            DELTA_COMMAND, dv_dcmd, one_sided)
     v = attempt.solution.v
     dI_dq, dI_dv = _integration_jacobians(sim, q, v, with_q)
     n_a = len(v_bar)
     return StepGradients(dq_next_dq=None if dv_dq is None else dI_dq + dI_dv @ dv_dq,
                          dq_next_dv_cmd=dI_dv @ dv_dcmd[:, :n_a],
                          dq_next_dq_ref=dI_dv @ dv_dcmd[:, n_a:],
-                         degenerate=bool(broken or one_sided))
+                         degenerate=bool(np.any(broken) or one_sided.any()))
 
 
 def _solution_derivative_in_q(sim, q, q_ref, v_bar, tau_ext, problem, contacts: ContactSet,
@@ -102,30 +103,38 @@ def _solution_derivative_in_q(sim, q, q_ref, v_bar, tau_ext, problem, contacts: 
     The formulation's derivative on the matched contacts; if that is
     one-sided, the sides are compared by solving again (``sides_compared``).
     """
-    changes, found, unmatched = [], [], False
-    for e in np.eye(len(q)):
+    changes, found, unmatched = [], [], np.zeros(len(q), dtype=bool)
+    for i, e in enumerate(np.eye(len(q))):
         ends = [_data_at(sim, q + sign * DELTA_Q * e, q_ref, v_bar, tau_ext, attempt,
                          tolerance, contacts) for sign in (1.0, -1.0)]
         found.append(tuple((problem_at, raw) for problem_at, _, raw in ends))
         if any(same is None for _, same, _ in ends):     # no derivative in this direction
-            unmatched = True
+            unmatched[i] = True
             changes.append(((problem, contacts), (problem, contacts)))
         else:
             changes.append(tuple((problem_at, same) for problem_at, same, _ in ends))
     dv_dq, broken = sim.formulation.solution_derivative(
         problem, contacts, attempt.solution, changes, DELTA_Q)
-    if (broken or unmatched) and sim.formulation.checks_one_sided_by_solving:
-        return sides_compared(sim.formulation, attempt.solution.v, found, DELTA_Q, dv_dq)
-    return dv_dq, broken or unmatched
+    one_sided = per_column(broken, len(q)) | unmatched
+    if one_sided.any() and sim.formulation.checks_one_sided_by_solving:
+        return sides_compared(sim.formulation, attempt.solution.v, found, DELTA_Q, dv_dq,
+                              one_sided)
+    return dv_dq, one_sided
+
+
+def per_column(flags, k: int) -> np.ndarray:
+    """Return a formulation's one-sided flag (a bool, or one per column) as k flags."""
+    return np.broadcast_to(np.asarray(flags, dtype=bool), (k,)).copy()
 
 
 ONE_SIDED_TOL = 1e-3    # relative: one-sided differences further apart than this disagree
 
 
 def sides_compared(formulation, v: np.ndarray, changes: list, delta: float,
-                   derivative: np.ndarray) -> tuple[np.ndarray, bool]:
+                   derivative: np.ndarray, columns: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """
-    Return dv'/dtheta where the one-sided derivatives agree, and whether any column differs.
+    Return dv'/dtheta where the one-sided derivatives agree, and the columns that differ.
 
     For a step the optimality conditions call one-sided (a weakly active row,
     a contact that comes or goes), the formulation solves the step again
@@ -134,20 +143,21 @@ def sides_compared(formulation, v: np.ndarray, changes: list, delta: float,
     the central difference is its derivative: a box resting flat on a table
     and tilted either way is set back flat, through other rows on each side.
     Where they disagree (a kink) or a solve fails, the column is one-sided
-    and ``derivative``'s column is kept.
+    and ``derivative``'s column is kept.  Only the flagged ``columns`` are
+    solved again.
     """
-    result, one_sided = derivative.copy(), False
-    for j, (plus, minus) in enumerate(changes):
+    result, one_sided = derivative.copy(), columns.copy()
+    for j in np.flatnonzero(columns):
+        plus, minus = changes[j]
         high, low = formulation.solve(*plus).v, formulation.solve(*minus).v
         if high is None or low is None:
-            one_sided = True
             continue
         forward, backward = (high - v) / delta, (v - low) / delta
         size = 1.0 + max(np.abs(forward).max(initial=0.0), np.abs(backward).max(initial=0.0))
         if np.abs(forward - backward).max(initial=0.0) > ONE_SIDED_TOL * size:
-            one_sided = True
             continue
         result[:, j] = (high - low) / (2.0 * delta)
+        one_sided[j] = False
     return result, one_sided
 
 

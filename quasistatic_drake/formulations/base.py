@@ -169,9 +169,11 @@ class Formulation(ABC):
 
     def solution_derivative(self, problem: StepProblem, contacts: ContactSet,
                             solution: StepSolution, changes: list, delta: float
-                            ) -> tuple[np.ndarray, bool]:
+                            ) -> tuple[np.ndarray, Any]:
         """
         Return dv'/dtheta (n_v x k) of a solved step, and whether it is one-sided.
+
+        The flag is a bool for all columns, or a (k,) bool array per column.
 
         ``changes`` holds, per parameter theta_j, the step's data at theta_j
         + delta and at theta_j - delta: ((problem, contacts), (problem,

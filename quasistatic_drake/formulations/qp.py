@@ -226,7 +226,8 @@ class QpFormulation(Formulation):
         other contact rows (a contact appears or goes) has no derivative:
         its column is zero and the result is flagged one-sided.  A change
         that keeps the step's contacts (a command's) keeps its rows: only
-        the cost and the bounds are built again.  Without Anitescu's lift
+        the cost and the bounds are built again.  The flags are per column.
+        Without Anitescu's lift
         (``sliding_lift.py``) the rows' bounds depend on v' through the
         sliding speeds: at a changed step they are those of v' on its rows,
         and the tight rows linearise with ``constraint_rows``.
@@ -243,14 +244,14 @@ class QpFormulation(Formulation):
         n, k = len(v), len(changes)
         df, dl = np.zeros((n, k)), np.zeros((len(lower), k))
         d_lower, d_upper = np.zeros((n, k)), np.zeros((n, k))
-        broken = False
+        broken = np.full(k, tie)
         for j, (plus, minus) in enumerate(changes):
             high, low = (self._kkt_data(*step, rows=base if step[1] is contacts else None,
                                         speeds=None if speeds is None
                                         else sliding_speeds(step[1], v))
                          for step in (plus, minus))
             if high[2].shape != A.shape or low[2].shape != A.shape:
-                broken = True
+                broken[j] = True
                 continue
             dQ, db, dlo, dhi = (central_difference(high[i], low[i], delta) for i in (0, 1, 4, 5))
             df[:, j] = dQ @ v + db
@@ -260,7 +261,7 @@ class QpFormulation(Formulation):
                 dl[:, j] = d_rows - dA @ v
             d_lower[:, j], d_upper[:, j] = dlo, dhi
         derivative = solution_derivative(Q, A, active, df, dl, d_lower, d_upper, A_c)
-        return derivative.dx, derivative.degenerate or broken or tie
+        return derivative.dx, derivative.one_sided | broken
 
     def _barrier_derivative(self, problem: StepProblem, contacts: ContactSet,
                             solution: QpSolution, changes: list, delta: float

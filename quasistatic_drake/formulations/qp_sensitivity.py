@@ -69,10 +69,15 @@ class ActiveSet:
 
 @dataclass(frozen=True)
 class Derivative:
-    """dx/dp (n x k), and whether it is one-sided (a weakly active constraint would move)."""
+    """dx/dp (n x k), and per column whether it is one-sided (a weak constraint would move)."""
 
     dx: np.ndarray
-    degenerate: bool
+    one_sided: np.ndarray     # (k,) bool
+
+    @property
+    def degenerate(self) -> bool:
+        """Return whether any column is one-sided."""
+        return bool(self.one_sided.any())
 
 
 def active_set(H: np.ndarray, f: np.ndarray, A: np.ndarray, lower: np.ndarray,
@@ -140,16 +145,18 @@ def solution_derivative(H: np.ndarray, A: np.ndarray, active: ActiveSet, df: np.
     dw = np.vstack([dl[active.weak_rows], dx_lower[active.weak_lower],
                     dx_upper[active.weak_upper]])
     size = 1.0 + np.abs(dx).max(initial=0.0)
-    if not np.any(np.abs(W @ dx - dw) > 1e-7 * size):
-        return Derivative(dx, False)
+    moved = np.any(np.abs(W @ dx - dw) > 1e-7 * size, axis=0)
+    if not moved.any():
+        return Derivative(dx, moved)
     # the weak constraints move: unless directions the objective does not price can
     # keep them tight (module docstring), only one-sided derivatives exist
     E_all, de_all = np.vstack([E, W]), np.vstack([de, dw])
     kept = equality_constrained(H, E_all, de_all, df, np.vstack([E_s, W_s]))
-    consistent = np.abs(E_all @ kept - de_all).max(initial=0.0) <= 1e-9 * size
-    unpriced = np.abs(H @ (kept - dx)).max(initial=0.0) <= 1e-9 * size * (
+    consistent = np.abs(E_all @ kept - de_all).max(axis=0, initial=0.0) <= 1e-9 * size
+    unpriced = np.abs(H @ (kept - dx)).max(axis=0, initial=0.0) <= 1e-9 * size * (
         1.0 + np.abs(H).max(initial=0.0))
-    return Derivative(kept, False) if consistent and unpriced else Derivative(dx, True)
+    rescued = moved & consistent & unpriced
+    return Derivative(np.where(rescued, kept, dx), moved & ~rescued)
 
 
 def equality_constrained(H: np.ndarray, E: np.ndarray, de: np.ndarray, df: np.ndarray,
