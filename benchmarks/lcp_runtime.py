@@ -26,9 +26,7 @@ mean, median, 90th percentile and maximum over the steps.
 """
 
 import argparse
-import json
 from pathlib import Path
-import platform
 import time
 
 import matplotlib
@@ -39,6 +37,7 @@ from quasistatic_drake.apps import paper_jamming
 from quasistatic_drake.apps import paper_jamming_scenes as scenes
 from quasistatic_drake.formulations.lcp_solvers import BACKENDS
 from quasistatic_drake.paths import package_share_dir
+from report import machine, write_results
 
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the Agg backend)
@@ -111,8 +110,7 @@ def main() -> None:
         'engine_wall_step_ms': stats(engine),
         'settings': {'repeats': args.repeats, 'backend': args.backend,
                      'c': paper_jamming.PEG_C},
-        'machine': {'python': platform.python_version(), 'processor': platform.processor(),
-                    'machine': platform.machine()},
+        'machine': machine(),
     }
     peg = result['peg_in_hole']
     print(f"peg-in-hole, {peg['steps']} steps, {peg['failed_steps']} failed, backend "
@@ -126,25 +124,27 @@ def main() -> None:
     print(f"LCP size: median {peg['lcp_size']['median']:.0f}, max {peg['lcp_size']['max']} "
           f"variables; paper (PATH): {PAPER_PATH_MS} ms mean; goal <= {GOAL_MS} ms: "
           f"{'met' if peg['meets_goal'] else 'NOT met'}")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2))
-    fig, ax = plt.subplots(1, 2, figsize=(12, 4))
-    t = np.arange(len(lcp)) * scenes.peg_in_hole().h
-    ax[0].plot(t, 1e3 * lcp, label='LCP solve per step')
-    ax[0].plot(t, 1e3 * step, label='whole hand-built step')
-    ax[0].axhline(PAPER_PATH_MS, color='k', ls='--', label='paper: PATH, mean')
-    ax[0].set_xlabel('t [s]')
-    ax[0].set_ylabel('ms')
-    ax[0].set_yscale('log')
-    ax[0].legend()
-    ax[0].set_title('Peg-in-hole (Halm & Posa, Sec. 6.2)')
-    ax[1].scatter(size, 1e3 * lcp, s=8)
-    ax[1].set_xlabel('largest LCP of the step [variables]')
-    ax[1].set_ylabel('LCP time per step [ms]')
-    ax[1].set_yscale('log')
-    fig.tight_layout()
-    fig.savefig(args.png, dpi=100)
-    print(f'wrote {args.json} and {args.png}')
+
+    def draw(png: Path) -> None:
+        """Draw the plot to png."""
+        fig, ax = plt.subplots(1, 2, figsize=(12, 4))
+        t = np.arange(len(lcp)) * scenes.peg_in_hole().h
+        ax[0].plot(t, 1e3 * lcp, label='LCP solve per step')
+        ax[0].plot(t, 1e3 * step, label='whole hand-built step')
+        ax[0].axhline(PAPER_PATH_MS, color='k', ls='--', label='paper: PATH, mean')
+        ax[0].set_xlabel('t [s]')
+        ax[0].set_ylabel('ms')
+        ax[0].set_yscale('log')
+        ax[0].legend()
+        ax[0].set_title('Peg-in-hole (Halm & Posa, Sec. 6.2)')
+        ax[1].scatter(size, 1e3 * lcp, s=8)
+        ax[1].set_xlabel('largest LCP of the step [variables]')
+        ax[1].set_ylabel('LCP time per step [ms]')
+        ax[1].set_yscale('log')
+        fig.tight_layout()
+        fig.savefig(png, dpi=100)
+
+    write_results(result, args.json, args.png, draw)
 
 
 if __name__ == '__main__':

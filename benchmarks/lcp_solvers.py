@@ -37,9 +37,7 @@ and the largest residual of its "solved" answers.
 
 import argparse
 import contextlib
-import json
 from pathlib import Path
-import platform
 import time
 from typing import Callable, Iterator
 
@@ -48,6 +46,7 @@ import numpy as np
 
 from quasistatic_drake.apps import paper_jamming
 from quasistatic_drake.formulations.lcp_solvers import lcp_residual, solve_lcp
+from report import machine, write_results
 
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the Agg backend)
@@ -186,21 +185,22 @@ def main() -> None:
                           for k, row in rows.items()},
               'settings': {'max_lcps': args.max_lcps, 'repeats': args.repeats,
                            'tolerance': TOLERANCE},
-              'machine': {'python': platform.python_version(),
-                          'machine': platform.machine()}}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2))
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, row in rows.items():
-        ax.scatter(sizes, row['times_ms'], s=8, label=f"{name} ({row['wrong']} wrong)")
-    ax.set_yscale('log')
-    ax.set_xlabel('LCP variables')
-    ax.set_ylabel('solve time [ms]')
-    ax.set_title("Recorded LCPs of Halm & Posa's Sec. 6")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(args.png, dpi=100)
-    print(f'wrote {args.json} and {args.png}')
+              'machine': machine()}
+
+    def draw(png: Path) -> None:
+        """Draw the plot to png."""
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for name, row in rows.items():
+            ax.scatter(sizes, row['times_ms'], s=8, label=f"{name} ({row['wrong']} wrong)")
+        ax.set_yscale('log')
+        ax.set_xlabel('LCP variables')
+        ax.set_ylabel('solve time [ms]')
+        ax.set_title("Recorded LCPs of Halm & Posa's Sec. 6")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(png, dpi=100)
+
+    write_results(result, args.json, args.png, draw)
 
 
 if __name__ == '__main__':

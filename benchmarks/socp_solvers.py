@@ -19,7 +19,6 @@ of a whole step, pyramid against exact cone, on the same runs.
 """
 
 import argparse
-import json
 from pathlib import Path
 import time
 
@@ -32,6 +31,7 @@ import quasistatic_drake.formulations.qp as qp_module
 from quasistatic_drake import QuasistaticSimulator, Scenario
 from quasistatic_drake.formulations.exact_cone import solve_cones, tangent_jacobians
 from quasistatic_drake.paths import package_share_dir
+from report import machine, write_results
 
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the Agg backend)
@@ -185,15 +185,18 @@ def main() -> None:
     print(f"{'scene':16}{'pyramid ms':>12}{'exact ms':>10}")
     for scene, row in costs.items():
         print(f"{scene:16}{row['pyramid']:12.3f}{row['exact']:10.3f}")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({'socps': len(recorded), 'solvers': summary,
-                                     'step_ms': costs, 'repeats': args.repeats}, indent=2))
+    write_results({'socps': len(recorded), 'solvers': summary, 'step_ms': costs,
+                   'repeats': args.repeats, 'machine': machine()}, args.json, args.png,
+                  lambda png: plot(summary, png))
+
+
+def plot(summary: dict, png: Path) -> None:
+    """Draw each solver's median solve time as a bar."""
     fig, ax = plt.subplots(figsize=(7, 3.5))
     ax.barh(list(summary), [row['median_ms'] for row in summary.values()])
     ax.set_xlabel('median solve time per step SOCP [ms]')
     fig.tight_layout()
-    fig.savefig(args.png, dpi=100)
-    print(f'wrote {args.json} and {args.png}')
+    fig.savefig(png, dpi=100)
 
 
 if __name__ == '__main__':

@@ -14,7 +14,6 @@ so its cost grows with n_q; the command gradients need no detector run.
 """
 
 import argparse
-import json
 from pathlib import Path
 import time
 
@@ -23,6 +22,7 @@ import numpy as np
 
 from quasistatic_drake import QuasistaticSimulator, Scenario
 from quasistatic_drake.paths import package_share_dir
+from report import machine, write_results
 
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the Agg backend)
@@ -74,9 +74,12 @@ def main() -> None:
         print(f"{name:26}{row['n_q']:5d}{row['plain_ms']:10.3f}{row['commands_ms']:13.3f}"
               f"{row['commands_ratio']:7.2f}{row['gradients_ms']:9.3f}{row['ratio']:7.1f}")
     print(f'goal: ratio <= {GOAL}')
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({'scenes': rows, 'goal_ratio': GOAL,
-                                     'steps': args.steps}, indent=2))
+    write_results({'scenes': rows, 'goal_ratio': GOAL, 'steps': args.steps,
+                   'machine': machine()}, args.json, args.png, lambda png: plot(rows, png))
+
+
+def plot(rows: dict, png: Path) -> None:
+    """Draw each scene's two ratios as bars against the goal."""
     fig, ax = plt.subplots(figsize=(7, 3.5))
     names = np.arange(len(rows))
     ax.barh(names - 0.2, [row['commands_ratio'] for row in rows.values()], height=0.4,
@@ -89,8 +92,7 @@ def main() -> None:
     ax.set_xlabel('step time with gradients / without')
     ax.legend()
     fig.tight_layout()
-    fig.savefig(args.png, dpi=100)
-    print(f'wrote {args.json} and {args.png}')
+    fig.savefig(png, dpi=100)
 
 
 if __name__ == '__main__':

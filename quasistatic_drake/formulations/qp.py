@@ -173,10 +173,11 @@ class QpFormulation(Formulation):
             return solve_qp_step(cost, contacts, facts.h, problem.v_lower, problem.v_upper,
                                  self.solver)
         if kappa is None:
+            rows = friction_cone_rows(contacts)      # the same for every solve of the step
             solution, speeds, iterations, residual = fixed_point(
                 lambda s: solve_qp_step(cost, contacts, facts.h, problem.v_lower,
-                                        problem.v_upper, self.solver, s),
-                lambda solution, s: self._newton(cost, contacts, problem, solution, s),
+                                        problem.v_upper, self.solver, s, rows),
+                lambda solution, s: self._newton(cost, contacts, rows, problem, solution, s),
                 contacts, facts.h)
             return replace(solution, sliding_speeds=speeds, lift_iterations=iterations,
                            lift_residual=residual)
@@ -203,10 +204,10 @@ class QpFormulation(Formulation):
         return QpSolution(result.v, cone_impulses(contacts, result.z), "optimal",
                           result.solve_time, contacts.n_c, cone_multipliers=result.z)
 
-    def _newton(self, cost: QpCost, contacts: ContactSet, problem: StepProblem,
+    def _newton(self, cost: QpCost, contacts: ContactSet, rows: tuple, problem: StepProblem,
                 solution: QpSolution, speeds: np.ndarray) -> np.ndarray:
         """Return the Newton update's v of the sliding-lift fixed point (sliding_lift.py)."""
-        A, index = friction_cone_rows(contacts)
+        A, index = rows
         lower = row_bounds(contacts, index, self.facts.h, speeds)
         active = active_set(cost.Q, cost.b, A, lower, problem.v_lower, problem.v_upper,
                             solution.v, solution.duals)
@@ -392,14 +393,16 @@ def _cone_rows(J_n, J_f, mu, n_d):
 def solve_qp_step(cost: QpCost, contacts: ContactSet, h: float,
                   v_lower: np.ndarray, v_upper: np.ndarray,
                   solver: QpSolver = solve_daqp,
-                  speeds: Optional[np.ndarray] = None) -> QpSolution:
+                  speeds: Optional[np.ndarray] = None,
+                  rows: Optional[tuple] = None) -> QpSolution:
     """
     Solve the step QP; v_lower <= v' <= v_upper carries joint limits.
 
     ``speeds``: the sliding speeds the rows' bounds are shifted by
     (``sliding_lift.row_bounds``); None: Anitescu's rows as they are.
+    ``rows``: ``friction_cone_rows(contacts)``, when the caller has them.
     """
-    A, index = friction_cone_rows(contacts)
+    A, index = friction_cone_rows(contacts) if rows is None else rows
     lower = row_bounds(contacts, index, h, np.zeros(contacts.n_c) if speeds is None
                        else speeds)
     result = solver(cost.Q, cost.b, A, lower, v_lower, v_upper)
