@@ -104,9 +104,10 @@ def _solution_derivative_in_q(sim, q, q_ref, v_bar, tau_ext, problem, contacts: 
     one-sided, the sides are compared by solving again (``sides_compared``).
     """
     changes, found, unmatched = [], [], np.zeros(len(q), dtype=bool)
+    far = far_apart(contacts, attempt.solution.v, sim.h)
     for i, e in enumerate(np.eye(len(q))):
         ends = [_data_at(sim, q + sign * DELTA_Q * e, q_ref, v_bar, tau_ext, attempt,
-                         tolerance, contacts) for sign in (1.0, -1.0)]
+                         tolerance, contacts, far) for sign in (1.0, -1.0)]
         found.append(tuple((problem_at, raw) for problem_at, _, raw in ends))
         if any(same is None for _, same, _ in ends):     # no derivative in this direction
             unmatched[i] = True
@@ -162,7 +163,7 @@ def sides_compared(formulation, v: np.ndarray, changes: list, delta: float,
 
 
 def _data_at(sim, q: np.ndarray, q_ref, v_bar, tau_ext, attempt, tolerance: float,
-             base: ContactSet) -> tuple:
+             base: ContactSet, far_base: np.ndarray) -> tuple:
     """
     Return the step's problem at q, its contacts matched to ``base``'s, and as found.
 
@@ -180,7 +181,7 @@ def _data_at(sim, q: np.ndarray, q_ref, v_bar, tau_ext, attempt, tolerance: floa
         found = replace(found, phi=np.where(
             found.phi < 0.0, attempt.recovery_fraction * found.phi, found.phi))
     v = attempt.solution.v
-    same = matched(base, found, far_apart(base, v, sim.h), far_apart(found, v, sim.h))
+    same = matched(base, found, far_base, far_apart(found, v, sim.h))
     problem = sim._problem(q, q_ref, v_bar, tau_ext)
     if attempt.rotation_limited:
         problem = sim._turn_limited(problem)
