@@ -108,6 +108,7 @@ class CoupledFormulation:
     gives_gradients = property(lambda self: self.inner.gives_gradients)
     checks_one_sided_by_solving = property(lambda self: self.inner.checks_one_sided_by_solving)
     gradients_fix = property(lambda self: self.inner.gradients_fix)
+    keeps_contacts_stuck = property(lambda self: self.inner.keeps_contacts_stuck)
 
     def contacts(self, contacts: ContactSet) -> ContactSet:
         """Return the contacts the inner formulation takes."""

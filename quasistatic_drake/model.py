@@ -167,6 +167,9 @@ class QuasistaticModel:
         self.moving_slot = {int(body.index()): k for k, (body, _) in enumerate(self.moving_bodies)}
         self.moving_radii = np.array([r for _, r in self.moving_bodies])
         self._moving_frames = [body.body_frame() for body, _ in self.moving_bodies]
+        # "model::body" -> its row of body_jacobians() and body_poses(), for moving bodies
+        self.moving_slot_by_name = {info.body_name: self.moving_slot[info.body_index]
+                                    for info in self.geometries.values() if info.moves}
         self._jacobians = None
         self.quaternion_starts = self._quaternion_starts()
         # friction_directions: 2 only: the normal of the plane the objects move in
@@ -224,6 +227,13 @@ class QuasistaticModel:
             self._jacobians = (np.ascontiguousarray(J[:, :3]), np.ascontiguousarray(J[:, 3:]),
                                origins)
         return self._jacobians
+
+    def body_poses(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Return R (k x 3 x 3) and p (k x 3) of the moving bodies ``slots`` at the set q."""
+        plant, context = self.plant, self.plant_context
+        poses = [plant.EvalBodyPoseInWorld(context, self.moving_bodies[s][0]) for s in slots]
+        return (np.array([X.rotation().matrix() for X in poses]).reshape(-1, 3, 3),
+                np.array([X.translation() for X in poses]).reshape(-1, 3))
 
     def query_object(self):
         """Return SceneGraph's QueryObject at the current configuration."""

@@ -58,6 +58,9 @@ from quasistatic_drake.model import QuasistaticModel
 from quasistatic_drake.scenario import Scenario, ScenarioError
 from quasistatic_drake.schema import SchemaError
 from quasistatic_drake.step_gradients import GRADIENT_MODES, step_gradients
+from quasistatic_drake.sticking import (loaded_contacts, MAX_SLIP_ITERATIONS, moving_together,
+                                        SLIP_TOL, slip_rows, stuck_contacts,
+                                        touching_contacts)
 
 __all__ = ["CommandError", "Contact", "QuasistaticSimulator", "Rollout", "StepResult"]
 
@@ -65,6 +68,9 @@ MAX_RESOLVES = 3   # widenings of the detection tolerance in one step (_toleranc
 # [m] the largest error a turning body's linearised contacts may make in one step
 # (_turn_limits): a point at R from the axis is off by about R theta^2 / 2.
 LINEARISATION_ERROR = 5e-4
+# a step that still penetrates deeper with its turns limited is solved again with half the
+# limits, down to this fraction of them (_step)
+MIN_TURN_SCALE = 0.125
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,9 @@ class StepResult:
     dq_next_dv_cmd: Optional[np.ndarray] = None    # n_q x n_a (robots, joints in order)
     dq_next_dq_ref: Optional[np.ndarray] = None    # n_q x n_a
     gradient_degenerate: bool = False              # one-sided: a weakly active constraint
+    # Delta (n_v, objects only): q_next integrates v + Delta, which keeps the stuck
+    # contacts' material points together (sticking.py); None: no correction
+    slip_correction: Optional[np.ndarray] = None
 
     @property
     def success(self) -> bool:
@@ -184,6 +193,9 @@ class QuasistaticSimulator:
         self._robot_names = frozenset(r.name for r in robots)
         self._object_v_idx = _concat([o.v_idx for o in objects])
         self._object_block = np.ix_(self._object_v_idx, self._object_v_idx)
+        self._object_bodies = frozenset(
+            name for name in self.model.moving_slot_by_name
+            if name.split("::")[0] in {o.name for o in objects})
         self._limits = self._position_limits()
         followers = tuple(f for r in robots for f in r.followers)
         # coupled joints (URDF <mimic>): the step solves for the independent velocities
@@ -342,18 +354,29 @@ class QuasistaticSimulator:
                 break
             tolerance = wider
         q_next = self._integrate(q, attempt.solution.v)
-        if self._deepened(pairs, q_next):
+        scale = 1.0
+        while self._deepened(pairs, q_next) and scale >= MIN_TURN_SCALE:
             self.model.set_positions(q)
-            limited_problem = self._turn_limited(problem)
+            limited_problem = self._turn_limited(problem, scale)
             limited = self._solve(limited_problem, contacts, warm_start)
-            if limited.solution.v is not None:
-                attempt = replace(limited, rotation_limited=True)
-                problem = limited_problem
-                self.model.set_positions(q)
-                q_next = self._integrate(q, limited.solution.v)
+            if limited.solution.v is None:
+                break
+            attempt = replace(limited, rotation_limited=True, turn_scale=scale)
+            limited_at = limited_problem
+            self.model.set_positions(q)
+            q_next = self._integrate(q, limited.solution.v)
+            scale *= 0.5
+        if attempt.rotation_limited:
+            problem = limited_at
         solution = attempt.solution
+        loaded = self._loaded(contacts, solution)
+        slip = self._slip_correction(q, contacts, solution.v, loaded)
+        if slip is not None:
+            self.model.set_positions(q)
+            q_next = self._integrate(q, solution.v + slip)
         derivatives = (step_gradients(self, q, q_ref, v_bar, tau_ext, problem, contacts,
-                                      attempt, tolerance, with_q=gradients is True)
+                                      attempt, tolerance, with_q=gradients is True,
+                                      loaded=loaded, slip=slip)
                        if gradients else None)
         q_ref_next, reference_limited = formulation.next_reference(
             problem, q_next[self._robot_q_idx], solution)
@@ -365,7 +388,7 @@ class QuasistaticSimulator:
             recovery_dropped=attempt.recovery_fraction < 1.0,
             recovery_fraction=attempt.recovery_fraction,
             rotation_limited=attempt.rotation_limited, reference_limited=reference_limited,
-            warm_start_next=solution.warm_start_next, solution=solution,
+            warm_start_next=solution.warm_start_next, solution=solution, slip_correction=slip,
             **({} if derivatives is None else {
                 "dq_next_dq": derivatives.dq_next_dq,
                 "dq_next_dv_cmd": derivatives.dq_next_dv_cmd,
@@ -464,9 +487,9 @@ class QuasistaticSimulator:
                 return True
         return False
 
-    def _turn_limited(self, problem: StepProblem) -> StepProblem:
-        """Return the problem with each turning velocity bounded by :meth:`_turn_limits`."""
-        limit = self._turn_limits()
+    def _turn_limited(self, problem: StepProblem, scale: float = 1.0) -> StepProblem:
+        """Return the problem with each turning velocity bounded by scale * _turn_limits."""
+        limit = scale * self._turn_limits()
         return replace(problem, v_lower=np.maximum(problem.v_lower, -limit),
                        v_upper=np.minimum(problem.v_upper, limit))
 
@@ -497,6 +520,84 @@ class QuasistaticSimulator:
                 theta = math.sqrt(2.0 * LINEARISATION_ERROR / radius[j])
                 limit[j] = rate[j] * theta / (self.h * math.sqrt(len(turning)))
         return limit
+
+    def _loaded(self, contacts: ContactSet, solution: StepSolution) -> np.ndarray:
+        """Return the mask of the loaded contacts that touch an object (``sticking.py``)."""
+        return loaded_contacts(contacts, solution.impulses_W) & self._touches_object(contacts)
+
+    def _touches_object(self, contacts: ContactSet) -> np.ndarray:
+        """Return the mask of contacts one of whose bodies is an object's."""
+        objects = self._object_bodies
+        return np.array([a in objects or b in objects
+                         for a, b in zip(contacts.body_a, contacts.body_b)], dtype=bool)
+
+    def _slip_correction(self, q: np.ndarray, contacts: ContactSet, v: np.ndarray,
+                         loaded: np.ndarray) -> Optional[np.ndarray]:
+        """
+        Return Delta (n_v, objects only) that keeps the loaded contacts on v' (sticking.py).
+
+        None when no contact is ``loaded`` or their material points already
+        end the step where the rows put them (within SLIP_TOL).  Gauss-Newton
+        on the material points' displacements over q -> q + h N(q) (v' +
+        Delta), measured with the bodies' poses at both ends.  The model is
+        left at an arbitrary q.
+        """
+        stuck = stuck_contacts(contacts, loaded, v)
+        if not stuck.any() or not self.formulation.keeps_contacts_stuck:
+            return None
+        slot = self.model.moving_slot_by_name
+        slots_A = np.array([slot.get(name, -1) for name in contacts.body_a], dtype=int)
+        slots_B = np.array([slot.get(name, -1) for name in contacts.body_b], dtype=int)
+        touching = touching_contacts(contacts, v, self.h) & self._touches_object(contacts)
+        self.model.set_positions(q)
+        J_w = np.concatenate([self.model.body_jacobians()[0], np.zeros((1, 3, len(v)))])
+        omega = J_w @ v                                  # row -1: a fixed body
+        together = moving_together(contacts, stuck, omega[slots_A], omega[slots_B], self.h)
+        used = np.unique(np.concatenate([slots_A[stuck], slots_B[stuck]]))
+        used = used[used >= 0]
+        row = np.full(len(self.model.moving_bodies) + 1, -1)   # slot -> row of the poses
+        row[used] = np.arange(len(used))
+        rows_A, rows_B = row[slots_A[stuck]], row[slots_B[stuck]]   # -1: a fixed body
+        self.model.set_positions(q)
+        N = self.model.plant.MakeVelocityToQDotMap(self.model.plant_context).toarray()
+        start = _with_world(*self.model.body_poses(used))
+        points_A, points_B = contacts.point_A_W[stuck], contacts.point_B_W[stuck]
+        local_A = _in_body(points_A, rows_A, *start)
+        local_B = _in_body(points_B, rows_B, *start)
+        gap = points_B - points_A
+        rows = None
+        delta = np.zeros(self.model.n_v)
+        for iteration in range(MAX_SLIP_ITERATIONS):
+            self.model.set_positions(self._integrated(q, N, v + delta))
+            R, p = _with_world(*self.model.body_poses(used))
+            relative = (_in_world(local_B, rows_B, R, p) - _in_world(local_A, rows_A, R, p)
+                        - gap)
+            if rows is None:
+                rows = slip_rows(contacts, stuck, together, touching, v, self._object_v_idx,
+                                 self.h)
+            slip = rows.slip(relative, delta[self._object_v_idx])
+            if iteration == 0 and np.max(np.abs(slip), initial=0.0) <= SLIP_TOL:
+                return None
+            change = rows.change(slip)
+            delta[self._object_v_idx] += change
+            if self.h * np.max(np.abs(change), initial=0.0) <= SLIP_TOL:
+                break
+        self.model.set_positions(q)
+        return None if self._largest_shift(delta) > LINEARISATION_ERROR else delta
+
+    def _largest_shift(self, delta: np.ndarray) -> float:
+        """Return the most any body's geometry moves under h delta (the model at q)."""
+        J_w, J_v, _ = self.model.body_jacobians()
+        turn = np.linalg.norm(J_w @ delta, axis=1) * self.model.moving_radii
+        return self.h * float(np.max(np.linalg.norm(J_v @ delta, axis=1) + turn, initial=0.0))
+
+    def _integrated(self, q: np.ndarray, N: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Return q + h N v with unit quaternions (N = N(q): ``_integrate`` with N given)."""
+        q_next = q + self.h * (N @ v)
+        for s in self.model.quaternion_starts:
+            quaternion = q_next[s:s + 4]
+            quaternion /= math.sqrt(quaternion @ quaternion)
+        return q_next
 
     def _integrate(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         """q_next = q + h N(q) v, then unit quaternions."""
@@ -785,6 +886,22 @@ class QuasistaticSimulator:
 _NO_SHIFT = np.zeros(3)
 
 
+def _with_world(R: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return the poses with the world's (identity) appended: row -1 is a fixed body."""
+    return np.concatenate([R, np.eye(3)[None]]), np.concatenate([p, np.zeros((1, 3))])
+
+
+def _in_body(points_W: np.ndarray, rows: np.ndarray, R: np.ndarray,
+             p: np.ndarray) -> np.ndarray:
+    """Return points in their bodies' frames (``_with_world`` poses, a row per point)."""
+    return np.einsum("kji,kj->ki", R[rows], points_W - p[rows])
+
+
+def _in_world(local: np.ndarray, rows: np.ndarray, R: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Return body-frame points in the world (``_with_world`` poses, a row per point)."""
+    return np.einsum("kij,kj->ki", R[rows], local) + p[rows]
+
+
 @dataclass(frozen=True)
 class _Attempt:
     """A formulation's solution in the step loop, with what the loop did to get it."""
@@ -793,6 +910,7 @@ class _Attempt:
     solve_time: float                  # every solve's time, the recovery solves' included
     recovery_fraction: float = 1.0     # the fraction of each penetration worked off
     rotation_limited: bool = False     # solved with the bodies' turn bounded
+    turn_scale: float = 1.0            # by this fraction of _turn_limits
 
 
 def _concat(parts: list[np.ndarray]) -> np.ndarray:

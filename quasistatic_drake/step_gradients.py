@@ -68,12 +68,18 @@ class StepGradients:
 
 def step_gradients(sim, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, tau_ext,
                    problem, contacts: ContactSet, attempt, tolerance: float,
-                   with_q: bool = True) -> StepGradients:
-    """Return the gradients of a solved step of ``sim``; ``with_q`` False: no dq_next/dq."""
+                   with_q: bool = True, loaded: Optional[np.ndarray] = None,
+                   slip: Optional[np.ndarray] = None) -> StepGradients:
+    """
+    Return the gradients of a solved step of ``sim``; ``with_q`` False: no dq_next/dq.
+
+    ``slip``: the step's correction Delta for its ``loaded`` contacts
+    (``sticking.py``), or None; q_next integrates v' + Delta.
+    """
     dv_dq, broken = None, False
     if with_q:
-        dv_dq, broken = _solution_derivative_in_q(sim, q, q_ref, v_bar, tau_ext, problem,
-                                                  contacts, attempt, tolerance)
+        dv_dq, broken, sides = _solution_derivative_in_q(sim, q, q_ref, v_bar, tau_ext,
+                                                         problem, contacts, attempt, tolerance)
     commands = []
     for field in ("v_cmd", "q_ref"):
         base = getattr(problem, field)
@@ -87,6 +93,14 @@ def step_gradients(sim, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, tau
         dv_dcmd, one_sided = sides_compared(sim.formulation, attempt.solution.v, commands,
                                             DELTA_COMMAND, dv_dcmd, one_sided)
     v = attempt.solution.v
+    if slip is not None:
+        dv_dcmd = dv_dcmd + _slip_derivative(sim, v, loaded, dv_dcmd,
+                                             [(q, contacts, q, contacts)] * len(commands))
+        if with_q:
+            dv_dq = dv_dq + _slip_derivative(
+                sim, v, loaded, dv_dq, [(q + DELTA_Q * e, plus[1], q - DELTA_Q * e, minus[1])
+                                        for e, (plus, minus) in zip(np.eye(len(q)), sides)])
+        v = v + slip
     dI_dq, dI_dv = _integration_jacobians(sim, q, v, with_q)
     n_a = len(v_bar)
     return StepGradients(dq_next_dq=None if dv_dq is None else dI_dq + dI_dv @ dv_dq,
@@ -96,12 +110,14 @@ def step_gradients(sim, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, tau
 
 
 def _solution_derivative_in_q(sim, q, q_ref, v_bar, tau_ext, problem, contacts: ContactSet,
-                              attempt, tolerance: float) -> tuple[np.ndarray, bool]:
+                              attempt, tolerance: float) -> tuple[np.ndarray, np.ndarray, list]:
     """
-    Return dv'/dq from the data at q +- DELTA_Q e_i, and whether it is one-sided.
+    Return dv'/dq from the data at q +- DELTA_Q e_i, whether it is one-sided, and the data.
 
     The formulation's derivative on the matched contacts; if that is
     one-sided, the sides are compared by solving again (``sides_compared``).
+    The data per column are ((problem, contacts) at q + DELTA_Q e_i, at q - DELTA_Q e_i),
+    the contacts matched to the step's (the step's own where they do not match).
     """
     changes, found, unmatched = [], [], np.zeros(len(q), dtype=bool)
     far = far_apart(contacts, attempt.solution.v, sim.h)
@@ -118,9 +134,29 @@ def _solution_derivative_in_q(sim, q, q_ref, v_bar, tau_ext, problem, contacts: 
         problem, contacts, attempt.solution, changes, DELTA_Q)
     one_sided = per_column(broken, len(q)) | unmatched
     if one_sided.any() and sim.formulation.checks_one_sided_by_solving:
-        return sides_compared(sim.formulation, attempt.solution.v, found, DELTA_Q, dv_dq,
-                              one_sided)
-    return dv_dq, one_sided
+        dv_dq, one_sided = sides_compared(sim.formulation, attempt.solution.v, found, DELTA_Q,
+                                          dv_dq, one_sided)
+    return dv_dq, one_sided, changes
+
+
+def _slip_derivative(sim, v: np.ndarray, loaded: np.ndarray, dv: np.ndarray,
+                     ends: list) -> np.ndarray:
+    """
+    Return dDelta/dtheta of the step's slip correction (``sticking.py``), column by column.
+
+    Delta depends on q (the contacts' points and the bodies' poses) and on
+    v'; column j by central differences along theta_j: Delta at
+    (q_+, contacts_+, v' + DELTA_Q dv_j) and (q_-, contacts_-, v' - DELTA_Q dv_j)
+    from ``ends[j]`` = (q_+, contacts_+, q_-, contacts_-), with the step's
+    loaded contacts.  Delta converges to SLIP_TOL, far below the difference.
+    """
+    def delta_at(q_at, contacts_at, v_at):
+        slip = sim._slip_correction(q_at, contacts_at, v_at, loaded)
+        return np.zeros(len(v)) if slip is None else slip
+    columns = [(delta_at(q_plus, plus, v + DELTA_Q * dv[:, j])
+                - delta_at(q_minus, minus, v - DELTA_Q * dv[:, j])) / (2.0 * DELTA_Q)
+               for j, (q_plus, plus, q_minus, minus) in enumerate(ends)]
+    return np.array(columns).T.reshape(len(v), len(ends))
 
 
 def per_column(flags, k: int) -> np.ndarray:
@@ -184,7 +220,7 @@ def _data_at(sim, q: np.ndarray, q_ref, v_bar, tau_ext, attempt, tolerance: floa
     same = matched(base, found, far_base, far_apart(found, v, sim.h))
     problem = sim._problem(q, q_ref, v_bar, tau_ext)
     if attempt.rotation_limited:
-        problem = sim._turn_limited(problem)
+        problem = sim._turn_limited(problem, attempt.turn_scale)
     return problem, same, found
 
 

@@ -148,6 +148,9 @@ class Formulation(ABC):
     # Whether a step whose derivative is one-sided may have its sides compared by solving
     # again at +- delta (step_gradients.sides_compared): the solver is exact and cheap.
     checks_one_sided_by_solving: ClassVar[bool] = False
+    # Whether the step keeps its stuck contacts' material points together through the
+    # integration (quasistatic_drake/sticking.py): the rows' contacts are rigid ones.
+    keeps_contacts_stuck: ClassVar[bool] = True
 
     def __init__(self, facts: ModelFacts, settings: Any):
         """Keep the model's facts and the (validated) settings."""
