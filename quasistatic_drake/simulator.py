@@ -59,7 +59,7 @@ from quasistatic_drake.scenario import Scenario, ScenarioError
 from quasistatic_drake.schema import SchemaError
 from quasistatic_drake.step_gradients import GRADIENT_MODES, step_gradients
 from quasistatic_drake.sticking import (loaded_contacts, MAX_SLIP_ITERATIONS, moving_together,
-                                        SLIP_TOL, slip_rows, stuck_contacts,
+                                        SLIP_TOL, slip_rows, STILL, stuck_contacts,
                                         touching_contacts)
 
 __all__ = ["CommandError", "Contact", "QuasistaticSimulator", "Rollout", "StepResult"]
@@ -370,7 +370,7 @@ class QuasistaticSimulator:
             problem = limited_at
         solution = attempt.solution
         loaded = self._loaded(contacts, solution)
-        slip = self._slip_correction(q, contacts, solution.v, loaded)
+        slip = self._slip_correction(q, problem, contacts, solution.v, loaded)
         if slip is not None:
             self.model.set_positions(q)
             q_next = self._integrate(q, solution.v + slip)
@@ -531,8 +531,8 @@ class QuasistaticSimulator:
         return np.array([a in objects or b in objects
                          for a, b in zip(contacts.body_a, contacts.body_b)], dtype=bool)
 
-    def _slip_correction(self, q: np.ndarray, contacts: ContactSet, v: np.ndarray,
-                         loaded: np.ndarray) -> Optional[np.ndarray]:
+    def _slip_correction(self, q: np.ndarray, problem: StepProblem, contacts: ContactSet,
+                         v: np.ndarray, loaded: np.ndarray) -> Optional[np.ndarray]:
         """
         Return Delta (n_v, objects only) that keeps the loaded contacts on v' (sticking.py).
 
@@ -548,48 +548,58 @@ class QuasistaticSimulator:
         slot = self.model.moving_slot_by_name
         slots_A = np.array([slot.get(name, -1) for name in contacts.body_a], dtype=int)
         slots_B = np.array([slot.get(name, -1) for name in contacts.body_b], dtype=int)
-        touching = touching_contacts(contacts, v, self.h) & self._touches_object(contacts)
+        still = np.append(self._still_bodies(problem, v), True)      # row -1: a fixed body
+        stuck &= ~(still[slots_A] & still[slots_B])       # two bodies at rest do not slip
+        if not stuck.any():
+            return None
         self.model.set_positions(q)
-        J_w = np.concatenate([self.model.body_jacobians()[0], np.zeros((1, 3, len(v)))])
+        J_w = np.concatenate([problem.J_w, np.zeros((1, 3, len(v)))])   # the bodies' at q
         omega = J_w @ v                                  # row -1: a fixed body
         together = moving_together(contacts, stuck, omega[slots_A], omega[slots_B], self.h)
+        rows = slip_rows(contacts, stuck, together, v, self._object_v_idx, self.h)
         used = np.unique(np.concatenate([slots_A[stuck], slots_B[stuck]]))
         used = used[used >= 0]
         row = np.full(len(self.model.moving_bodies) + 1, -1)   # slot -> row of the poses
         row[used] = np.arange(len(used))
         rows_A, rows_B = row[slots_A[stuck]], row[slots_B[stuck]]   # -1: a fixed body
-        self.model.set_positions(q)
         N = self.model.plant.MakeVelocityToQDotMap(self.model.plant_context).toarray()
         start = _with_world(*self.model.body_poses(used))
         points_A, points_B = contacts.point_A_W[stuck], contacts.point_B_W[stuck]
         local_A = _in_body(points_A, rows_A, *start)
         local_B = _in_body(points_B, rows_B, *start)
         gap = points_B - points_A
-        rows = None
         delta = np.zeros(self.model.n_v)
         for iteration in range(MAX_SLIP_ITERATIONS):
             self.model.set_positions(self._integrated(q, N, v + delta))
             R, p = _with_world(*self.model.body_poses(used))
             relative = (_in_world(local_B, rows_B, R, p) - _in_world(local_A, rows_A, R, p)
                         - gap)
-            if rows is None:
-                rows = slip_rows(contacts, stuck, together, touching, v, self._object_v_idx,
-                                 self.h)
             slip = rows.slip(relative, delta[self._object_v_idx])
-            if iteration == 0 and np.max(np.abs(slip), initial=0.0) <= SLIP_TOL:
-                return None
+            if iteration == 0:
+                if np.max(np.abs(slip), initial=0.0) <= SLIP_TOL:
+                    return None
+                touching = (touching_contacts(contacts, v, self.h)
+                            & self._touches_object(contacts))
+                rows = rows.holding(contacts, stuck, touching, self._object_v_idx, self.h)
+                slip = rows.slip(relative, delta[self._object_v_idx])
             change = rows.change(slip)
             delta[self._object_v_idx] += change
             if self.h * np.max(np.abs(change), initial=0.0) <= SLIP_TOL:
                 break
-        self.model.set_positions(q)
-        return None if self._largest_shift(delta) > LINEARISATION_ERROR else delta
+        return None if self._largest_shift(problem, delta) > LINEARISATION_ERROR else delta
 
-    def _largest_shift(self, delta: np.ndarray) -> float:
-        """Return the most any body's geometry moves under h delta (the model at q)."""
-        J_w, J_v, _ = self.model.body_jacobians()
-        turn = np.linalg.norm(J_w @ delta, axis=1) * self.model.moving_radii
-        return self.h * float(np.max(np.linalg.norm(J_v @ delta, axis=1) + turn, initial=0.0))
+    def _still_bodies(self, problem: StepProblem, v: np.ndarray) -> np.ndarray:
+        """Return which moving bodies v moves by at most STILL in the step (any point)."""
+        return self._largest_shifts(problem, v) <= STILL
+
+    def _largest_shifts(self, problem: StepProblem, v: np.ndarray) -> np.ndarray:
+        """Return how far h v moves each body's geometry at most (the problem's Jacobians)."""
+        turn = np.linalg.norm(problem.J_w @ v, axis=1) * self.model.moving_radii
+        return self.h * (np.linalg.norm(problem.J_v @ v, axis=1) + turn)
+
+    def _largest_shift(self, problem: StepProblem, delta: np.ndarray) -> float:
+        """Return the most any body's geometry moves under h delta (the problem's Jacobians)."""
+        return float(np.max(self._largest_shifts(problem, delta), initial=0.0))
 
     def _integrated(self, q: np.ndarray, N: np.ndarray, v: np.ndarray) -> np.ndarray:
         """Return q + h N v with unit quaternions (N = N(q): ``_integrate`` with N given)."""

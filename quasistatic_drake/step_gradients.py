@@ -94,11 +94,12 @@ def step_gradients(sim, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, tau
                                             DELTA_COMMAND, dv_dcmd, one_sided)
     v = attempt.solution.v
     if slip is not None:
+        here = (q, problem, contacts)
         dv_dcmd = dv_dcmd + _slip_derivative(sim, v, loaded, dv_dcmd,
-                                             [(q, contacts, q, contacts)] * len(commands))
+                                             [(here, here)] * len(commands))
         if with_q:
             dv_dq = dv_dq + _slip_derivative(
-                sim, v, loaded, dv_dq, [(q + DELTA_Q * e, plus[1], q - DELTA_Q * e, minus[1])
+                sim, v, loaded, dv_dq, [((q + DELTA_Q * e, *plus), (q - DELTA_Q * e, *minus))
                                         for e, (plus, minus) in zip(np.eye(len(q)), sides)])
         v = v + slip
     dI_dq, dI_dv = _integration_jacobians(sim, q, v, with_q)
@@ -146,16 +147,15 @@ def _slip_derivative(sim, v: np.ndarray, loaded: np.ndarray, dv: np.ndarray,
 
     Delta depends on q (the contacts' points and the bodies' poses) and on
     v'; column j by central differences along theta_j: Delta at
-    (q_+, contacts_+, v' + DELTA_Q dv_j) and (q_-, contacts_-, v' - DELTA_Q dv_j)
-    from ``ends[j]`` = (q_+, contacts_+, q_-, contacts_-), with the step's
-    loaded contacts.  Delta converges to SLIP_TOL, far below the difference.
+    (q_+, problem_+, contacts_+, v' + DELTA_Q dv_j) and at (q_-, ..., v' - DELTA_Q dv_j),
+    ``ends[j]`` holding the two (q, problem, contacts), with the step's loaded
+    contacts.  Delta converges to SLIP_TOL, far below the difference.
     """
-    def delta_at(q_at, contacts_at, v_at):
-        slip = sim._slip_correction(q_at, contacts_at, v_at, loaded)
+    def delta_at(end, v_at):
+        slip = sim._slip_correction(*end, v_at, loaded)
         return np.zeros(len(v)) if slip is None else slip
-    columns = [(delta_at(q_plus, plus, v + DELTA_Q * dv[:, j])
-                - delta_at(q_minus, minus, v - DELTA_Q * dv[:, j])) / (2.0 * DELTA_Q)
-               for j, (q_plus, plus, q_minus, minus) in enumerate(ends)]
+    columns = [(delta_at(plus, v + DELTA_Q * dv[:, j]) - delta_at(minus, v - DELTA_Q * dv[:, j]))
+               / (2.0 * DELTA_Q) for j, (plus, minus) in enumerate(ends)]
     return np.array(columns).T.reshape(len(v), len(ends))
 
 

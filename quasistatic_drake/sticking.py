@@ -51,7 +51,7 @@ Drake nor ROS.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -61,6 +61,9 @@ LOADED = 1e-9       # [N s] a contact whose normal impulse exceeds this carries 
 STUCK = 1e-5        # [m/s] a loaded contact sliding slower than this sticks
 TOUCHING = 1e-4     # [m] a contact whose gap at the step's end is below this touches
 ROLLING = 1e-3      # [rad] a stuck contact whose bodies turn apart by more in a step rolls
+# [m] a stuck contact between bodies that move less in a step has no slip to correct (its
+# second-order part is far below SLIP_TOL): a box resting on the table
+STILL = 1e-9
 SLIP_TOL = 1e-13    # [m] the Gauss-Newton iteration stops when Delta moves a point less
 MAX_SLIP_ITERATIONS = 8
 # relative: directions the rows pin down with less than this fraction of the best are left
@@ -90,6 +93,7 @@ class SlipRows:
     contact: np.ndarray      # (n_m,): each material row's contact, among the stuck ones
     directions: np.ndarray   # (n_m, 3): the row's tangent d_ij or normal n_i
     target: np.ndarray       # (n_m,): h J_f,ij v' or h J_n,i v'
+    jacobian: np.ndarray     # (n_m, n_u): h J_f,ij or h J_n,i in the objects' columns
     normals: np.ndarray      # (n_T, n_u): h J_n,i,u of the other touching contacts
     solver: np.ndarray       # (n_u, n_m + n_T): the truncated pseudo-inverse, negated
 
@@ -108,37 +112,45 @@ class SlipRows:
         """Return the Gauss-Newton change of Delta's object part for ``slip``."""
         return self.solver @ slip
 
+    def holding(self, contacts: ContactSet, stuck: np.ndarray, touching: np.ndarray,
+                object_v_idx: np.ndarray, h: float) -> "SlipRows":
+        """
+        Return the rows with the touching normals of the other body pairs, and the solver.
 
-def slip_rows(contacts: ContactSet, stuck: np.ndarray, together: np.ndarray,
-              touching: np.ndarray, v: np.ndarray, object_v_idx: np.ndarray,
-              h: float) -> SlipRows:
+        The normals of the ``touching`` contacts of the body pairs without a
+        stuck contact hold still (a box's corners on the table while a finger
+        sticks to its side).  The solver is the pseudo-inverse of all the
+        rows' h J in the objects' columns, truncated at RCOND: least squares,
+        and no change in directions the contacts leave free or nearly free.
+        It is the same for every iteration of the step.
+        """
+        pairs = list(zip(contacts.body_a, contacts.body_b))
+        held = {pair for pair, is_stuck in zip(pairs, stuck) if is_stuck}
+        other = np.array([pair not in held for pair in pairs], dtype=bool)
+        normals = h * contacts.J_n[np.ix_(np.flatnonzero(touching & other), object_v_idx)]
+        return replace(self, normals=normals, solver=-np.linalg.pinv(
+            np.vstack([self.jacobian, normals]), rcond=RCOND))
+
+
+def slip_rows(contacts: ContactSet, stuck: np.ndarray, together: np.ndarray, v: np.ndarray,
+              object_v_idx: np.ndarray, h: float) -> SlipRows:
     """
-    Return the rows for the step's v' (module docstring).
+    Return the material rows for the step's v' (module docstring), without normals or solver.
 
-    Material rows: the tangents of the ``stuck`` contacts and the normals of
-    those that move ``together``; the normals of the ``touching`` contacts of
-    the other body pairs hold still (a box's corners on the table while a
-    finger sticks to its side).  The solver is the pseudo-inverse of their h J
-    rows in the objects' columns, truncated at RCOND: least squares, and no
-    change in directions the contacts leave free or nearly free.  It is the
-    same for every iteration of the step.
+    The tangents of the ``stuck`` contacts and the normals of those that
+    move ``together``; ``SlipRows.holding`` adds the rest.
     """
     n_d = contacts.n_d
     index = np.flatnonzero(stuck)
     both = np.flatnonzero(together[index])                  # among the stuck
     rows = (index[:, None] * n_d + np.arange(n_d)[None]).reshape(-1)
     J = np.vstack([contacts.J_f[rows], contacts.J_n[index[both]]])
-    held = {pair for pair, is_stuck in zip(zip(contacts.body_a, contacts.body_b), stuck)
-            if is_stuck}
-    other = np.array([pair not in held for pair in zip(contacts.body_a, contacts.body_b)],
-                     dtype=bool)
-    normals = h * contacts.J_n[np.ix_(np.flatnonzero(touching & other), object_v_idx)]
+    n_u = len(object_v_idx)
     return SlipRows(contact=np.concatenate([np.repeat(np.arange(len(index)), n_d), both]),
                     directions=np.vstack([contacts.tangents_W[index].reshape(-1, 3),
                                           contacts.normal_W[index[both]]]),
-                    target=h * (J @ v), normals=normals,
-                    solver=-np.linalg.pinv(np.vstack([h * J[:, object_v_idx], normals]),
-                                           rcond=RCOND))
+                    target=h * (J @ v), jacobian=h * J[:, object_v_idx],
+                    normals=np.zeros((0, n_u)), solver=np.zeros((n_u, 0)))
 
 
 def moving_together(contacts: ContactSet, stuck: np.ndarray, omega_A: np.ndarray,
