@@ -58,9 +58,10 @@ from quasistatic_drake.model import QuasistaticModel
 from quasistatic_drake.scenario import Scenario, ScenarioError
 from quasistatic_drake.schema import SchemaError
 from quasistatic_drake.step_gradients import GRADIENT_MODES, step_gradients
-from quasistatic_drake.sticking import (loaded_contacts, MAX_SLIP_ITERATIONS, moving_together,
-                                        SLIP_TOL, slip_rows, STILL, stuck_contacts,
-                                        touching_contacts)
+from quasistatic_drake.sticking import (loaded_contacts, MAX_SLIP_CORRECTION, MAX_SLIP_ITERATIONS,
+                                        moving_together,
+                                        point_jacobians, SLIP_TOL, slip_rows, STILL,
+                                        stuck_contacts, touching_contacts)
 
 __all__ = ["CommandError", "Contact", "QuasistaticSimulator", "Rollout", "StepResult"]
 
@@ -353,7 +354,7 @@ class QuasistaticSimulator:
             if wider is None or resolves == MAX_RESOLVES:
                 break
             tolerance = wider
-        q_next = self._integrate(q, attempt.solution.v)
+        q_next, loaded, slip = self._advanced(q, problem, contacts, attempt.solution)
         scale = 1.0
         while self._deepened(pairs, q_next) and scale >= MIN_TURN_SCALE:
             self.model.set_positions(q)
@@ -363,17 +364,11 @@ class QuasistaticSimulator:
                 break
             attempt = replace(limited, rotation_limited=True, turn_scale=scale)
             limited_at = limited_problem
-            self.model.set_positions(q)
-            q_next = self._integrate(q, limited.solution.v)
+            q_next, loaded, slip = self._advanced(q, limited_problem, contacts, limited.solution)
             scale *= 0.5
         if attempt.rotation_limited:
             problem = limited_at
         solution = attempt.solution
-        loaded = self._loaded(contacts, solution)
-        slip = self._slip_correction(q, problem, contacts, solution.v, loaded)
-        if slip is not None:
-            self.model.set_positions(q)
-            q_next = self._integrate(q, solution.v + slip)
         derivatives = (step_gradients(self, q, q_ref, v_bar, tau_ext, problem, contacts,
                                       attempt, tolerance, with_q=gradients is True,
                                       loaded=loaded, slip=slip)
@@ -521,6 +516,20 @@ class QuasistaticSimulator:
                 limit[j] = rate[j] * theta / (self.h * math.sqrt(len(turning)))
         return limit
 
+    def _advanced(self, q: np.ndarray, problem: StepProblem, contacts: ContactSet,
+                  solution: StepSolution) -> tuple:
+        """
+        Return (q_next, the loaded contacts, the slip correction or None) of a solved step.
+
+        q_next integrates v' plus the correction that keeps the stuck contacts
+        stuck (``sticking.py``).
+        """
+        loaded = self._loaded(contacts, solution)
+        slip = self._slip_correction(q, problem, contacts, solution.v, loaded)
+        self.model.set_positions(q)
+        q_next = self._integrate(q, solution.v if slip is None else solution.v + slip)
+        return q_next, loaded, slip
+
     def _loaded(self, contacts: ContactSet, solution: StepSolution) -> np.ndarray:
         """Return the mask of the loaded contacts that touch an object (``sticking.py``)."""
         return loaded_contacts(contacts, solution.impulses_W) & self._touches_object(contacts)
@@ -580,13 +589,33 @@ class QuasistaticSimulator:
                     return None
                 touching = (touching_contacts(contacts, v, self.h)
                             & self._touches_object(contacts))
-                rows = rows.holding(contacts, stuck, touching, self._object_v_idx, self.h)
+                rows = rows.at_the_end(
+                    *(self._end_jacobians(problem, slots, local, rows_X, R, p)
+                      for slots, local, rows_X in ((slots_A[stuck], local_A, rows_A),
+                                                   (slots_B[stuck], local_B, rows_B))),
+                    self.h).holding(contacts, stuck, touching, self._object_v_idx, self.h)
                 slip = rows.slip(relative, delta[self._object_v_idx])
             change = rows.change(slip)
             delta[self._object_v_idx] += change
             if self.h * np.max(np.abs(change), initial=0.0) <= SLIP_TOL:
                 break
-        return None if self._largest_shift(problem, delta) > LINEARISATION_ERROR else delta
+        return None if self._largest_shift(problem, delta) > MAX_SLIP_CORRECTION else delta
+
+    def _end_jacobians(self, problem: StepProblem, slots: np.ndarray, local: np.ndarray,
+                       rows: np.ndarray, R: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """
+        Return material points' Jacobians in the objects' columns, with their arms at the end.
+
+        ``slots``: the points' bodies (-1: fixed); ``local``: the points in
+        their bodies' frames; ``rows``, R, p: the bodies' poses at the step's
+        end (``_with_world``).  The bodies' origin Jacobians are the step's
+        (at q): for a free body they do not change with q.
+        """
+        u = self._object_v_idx
+        J_v = np.concatenate([problem.J_v[:, :, u], np.zeros((1, 3, len(u)))])[slots]
+        J_w = np.concatenate([problem.J_w[:, :, u], np.zeros((1, 3, len(u)))])[slots]
+        arms = np.einsum("kij,kj->ki", R[rows], local)
+        return point_jacobians(J_v, J_w, arms)
 
     def _still_bodies(self, problem: StepProblem, v: np.ndarray) -> np.ndarray:
         """Return which moving bodies v moves by at most STILL in the step (any point)."""

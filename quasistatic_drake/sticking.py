@@ -42,8 +42,8 @@ alone) converges at a rate of about h |omega| per iteration, to SLIP_TOL.
 q_next integrates v' + Delta.  A contact is loaded when its normal impulse
 exceeds LOADED, and stuck when it is loaded and slides slower than STUCK.
 The caller (``QuasistaticSimulator``) drops a correction that would move a
-body's geometry by more than the linearisation error it allows a step
-(then the step is its formulation's alone), and a formulation may decline
+body's geometry by more than MAX_SLIP_CORRECTION (then the step is its
+formulation's alone), and a formulation may decline
 the correction (``Formulation.keeps_contacts_stuck``: the MIQP, whose grasp
 holds through the fingers' commanded overlap).  This module imports neither
 Drake nor ROS.
@@ -64,6 +64,10 @@ ROLLING = 1e-3      # [rad] a stuck contact whose bodies turn apart by more in a
 # [m] a stuck contact between bodies that move less in a step has no slip to correct (its
 # second-order part is far below SLIP_TOL): a box resting on the table
 STILL = 1e-9
+# [m] a correction that would move a body's geometry further is dropped: the step's own
+# linearisation is off by as much there (the demo arm at h = 0.2 s: up to 0.5 mm, and the
+# corrected steps then ran into the turn limits); at h = 0.1 s the largest is 0.15 mm
+MAX_SLIP_CORRECTION = 2e-4
 SLIP_TOL = 1e-13    # [m] the Gauss-Newton iteration stops when Delta moves a point less
 MAX_SLIP_ITERATIONS = 8
 # relative: directions the rows pin down with less than this fraction of the best are left
@@ -112,6 +116,20 @@ class SlipRows:
         """Return the Gauss-Newton change of Delta's object part for ``slip``."""
         return self.solver @ slip
 
+    def at_the_end(self, P_A: np.ndarray, P_B: np.ndarray, h: float) -> "SlipRows":
+        """
+        Return the rows with their Jacobian taken at the step's end (Gauss-Newton's).
+
+        ``P_A``/``P_B`` (n_stuck x 3 x n_u): the velocity Jacobians, in the
+        objects' columns, of each stuck contact's material points where they
+        end the step (lever arms from the bodies' origins there).  The
+        rows' change is then exact but for the integration's own curvature:
+        two or three updates reach SLIP_TOL.
+        """
+        moved = P_B - P_A
+        return replace(self, jacobian=h * np.einsum("rk,rkn->rn", self.directions,
+                                                    moved[self.contact]))
+
     def holding(self, contacts: ContactSet, stuck: np.ndarray, touching: np.ndarray,
                 object_v_idx: np.ndarray, h: float) -> "SlipRows":
         """
@@ -151,6 +169,16 @@ def slip_rows(contacts: ContactSet, stuck: np.ndarray, together: np.ndarray, v: 
                                           contacts.normal_W[index[both]]]),
                     target=h * (J @ v), jacobian=h * J[:, object_v_idx],
                     normals=np.zeros((0, n_u)), solver=np.zeros((n_u, 0)))
+
+
+def point_jacobians(J_v: np.ndarray, J_w: np.ndarray, arms: np.ndarray) -> np.ndarray:
+    """
+    Return the velocity Jacobians J_v - [r]x J_w of points at ``arms`` r from their bodies.
+
+    ``J_v``/``J_w`` (k x 3 x n): each point's body's origin Jacobians; ``arms``
+    (k x 3).  The point moves at J_v v + (J_w v) x r.
+    """
+    return J_v - np.cross(arms[:, None, :], np.swapaxes(J_w, 1, 2)).swapaxes(1, 2)
 
 
 def moving_together(contacts: ContactSet, stuck: np.ndarray, omega_A: np.ndarray,
