@@ -59,7 +59,7 @@ from quasistatic_drake.scenario import Scenario, ScenarioError
 from quasistatic_drake.schema import SchemaError
 from quasistatic_drake.step_gradients import GRADIENT_MODES, step_gradients
 from quasistatic_drake.sticking import (loaded_contacts, MAX_SLIP_CORRECTION, MAX_SLIP_ITERATIONS,
-                                        moving_together,
+                                        moving_together, REACH,
                                         point_jacobians, SLIP_TOL, slip_rows, STILL,
                                         stuck_contacts, touching_contacts)
 
@@ -519,13 +519,18 @@ class QuasistaticSimulator:
     def _advanced(self, q: np.ndarray, problem: StepProblem, contacts: ContactSet,
                   solution: StepSolution) -> tuple:
         """
-        Return (q_next, the loaded contacts, the slip correction or None) of a solved step.
+        Return (q_next, the loaded contacts, the slip correction) of a solved step.
+
+        The last two are None where nothing turns (``_turns``) or the
+        formulation keeps no contacts stuck.
 
         q_next integrates v' plus the correction that keeps the stuck contacts
         stuck (``sticking.py``).
         """
-        loaded = self._loaded(contacts, solution)
-        slip = self._slip_correction(q, problem, contacts, solution.v, loaded)
+        loaded, slip = None, None
+        if self.formulation.keeps_contacts_stuck and self._turns(problem, solution.v):
+            loaded = self._loaded(contacts, solution)
+            slip = self._slip_correction(q, problem, contacts, solution.v, loaded)
         self.model.set_positions(q)
         q_next = self._integrate(q, solution.v if slip is None else solution.v + slip)
         return q_next, loaded, slip
@@ -552,7 +557,8 @@ class QuasistaticSimulator:
         left at an arbitrary q.
         """
         stuck = stuck_contacts(contacts, loaded, v)
-        if not stuck.any() or not self.formulation.keeps_contacts_stuck:
+        if (not stuck.any() or not self.formulation.keeps_contacts_stuck
+                or not self._turns(problem, v)):
             return None
         slot = self.model.moving_slot_by_name
         slots_A = np.array([slot.get(name, -1) for name in contacts.body_a], dtype=int)
@@ -616,6 +622,18 @@ class QuasistaticSimulator:
         J_w = np.concatenate([problem.J_w[:, :, u], np.zeros((1, 3, len(u)))])[slots]
         arms = np.einsum("kij,kj->ki", R[rows], local)
         return point_jacobians(J_v, J_w, arms)
+
+    def _turns(self, problem: StepProblem, v: np.ndarray) -> bool:
+        """
+        Return whether v turns anything enough for a second-order slip (of SLIP_TOL over REACH).
+
+        Where no velocity that turns a body moves (prismatic robots and
+        objects that translate, as two pads lifting a box), the step's motion
+        is linear in v and its integration exact: there is no slip to correct.
+        """
+        turning = np.abs(problem.J_w).max(axis=(0, 1), initial=0.0) > 0.0
+        rate = self.h * np.max(np.abs(v[turning]), initial=0.0)
+        return rate * rate * REACH > SLIP_TOL
 
     def _still_bodies(self, problem: StepProblem, v: np.ndarray) -> np.ndarray:
         """Return which moving bodies v moves by at most STILL in the step (any point)."""

@@ -64,6 +64,9 @@ ROLLING = 1e-3      # [rad] a stuck contact whose bodies turn apart by more in a
 # [m] a stuck contact between bodies that move less in a step has no slip to correct (its
 # second-order part is far below SLIP_TOL): a box resting on the table
 STILL = 1e-9
+# [m] no body point is further from the axes it turns about: a turn of theta in a step
+# leaves at most REACH theta^2 of second-order slip
+REACH = 10.0
 # [m] a correction that would move a body's geometry further is dropped: the step's own
 # linearisation is off by as much there (the demo arm at h = 0.2 s: up to 0.5 mm, and the
 # corrected steps then ran into the turn limits); at h = 0.1 s the largest is 0.15 mm
