@@ -59,9 +59,8 @@ from quasistatic_drake.scenario import Scenario, ScenarioError
 from quasistatic_drake.schema import SchemaError
 from quasistatic_drake.step_gradients import GRADIENT_MODES, step_gradients
 from quasistatic_drake.sticking import (loaded_contacts, MAX_SLIP_CORRECTION, MAX_SLIP_ITERATIONS,
-                                        moving_together, REACH,
-                                        point_jacobians, SLIP_TOL, slip_rows, STILL,
-                                        stuck_contacts, touching_contacts)
+                                        moving_together, point_jacobians, REACH, SLIP_TOL,
+                                        slip_rows, STILL, stuck_contacts, touching_contacts)
 
 __all__ = ["CommandError", "Contact", "QuasistaticSimulator", "Rollout", "StepResult"]
 
@@ -194,9 +193,9 @@ class QuasistaticSimulator:
         self._robot_names = frozenset(r.name for r in robots)
         self._object_v_idx = _concat([o.v_idx for o in objects])
         self._object_block = np.ix_(self._object_v_idx, self._object_v_idx)
-        self._object_bodies = frozenset(
-            name for name in self.model.moving_slot_by_name
-            if name.split("::")[0] in {o.name for o in objects})
+        object_names = {o.name for o in objects}
+        self._object_bodies = frozenset(name for name in self.model.moving_slot_by_name
+                                        if name.split("::")[0] in object_names)
         self._limits = self._position_limits()
         followers = tuple(f for r in robots for f in r.followers)
         # coupled joints (URDF <mimic>): the step solves for the independent velocities
@@ -363,11 +362,9 @@ class QuasistaticSimulator:
             if limited.solution.v is None:
                 break
             attempt = replace(limited, rotation_limited=True, turn_scale=scale)
-            limited_at = limited_problem
-            q_next, loaded, slip = self._advanced(q, limited_problem, contacts, limited.solution)
+            problem = limited_problem        # the limits only shrink: halving it is the same
+            q_next, loaded, slip = self._advanced(q, problem, contacts, limited.solution)
             scale *= 0.5
-        if attempt.rotation_limited:
-            problem = limited_at
         solution = attempt.solution
         derivatives = (step_gradients(self, q, q_ref, v_bar, tau_ext, problem, contacts,
                                       attempt, tolerance, with_q=gradients is True,
@@ -528,7 +525,7 @@ class QuasistaticSimulator:
         stuck (``sticking.py``).
         """
         loaded, slip = None, None
-        if self.formulation.keeps_contacts_stuck and self._turns(problem, solution.v):
+        if self._corrects(problem, solution.v):
             loaded = self._loaded(contacts, solution)
             slip = self._slip_correction(q, problem, contacts, solution.v, loaded)
         self.model.set_positions(q)
@@ -550,15 +547,15 @@ class QuasistaticSimulator:
         """
         Return Delta (n_v, objects only) that keeps the loaded contacts on v' (sticking.py).
 
-        None when no contact is ``loaded`` or their material points already
-        end the step where the rows put them (within SLIP_TOL).  Gauss-Newton
+        For a step that ``_corrects``.  None when no ``loaded`` contact sticks
+        or their material points already end the step where the rows put
+        them (within SLIP_TOL).  Gauss-Newton
         on the material points' displacements over q -> q + h N(q) (v' +
         Delta), measured with the bodies' poses at both ends.  The model is
         left at an arbitrary q.
         """
         stuck = stuck_contacts(contacts, loaded, v)
-        if (not stuck.any() or not self.formulation.keeps_contacts_stuck
-                or not self._turns(problem, v)):
+        if not stuck.any():
             return None
         slot = self.model.moving_slot_by_name
         slots_A = np.array([slot.get(name, -1) for name in contacts.body_a], dtype=int)
@@ -568,8 +565,8 @@ class QuasistaticSimulator:
         if not stuck.any():
             return None
         self.model.set_positions(q)
-        J_w = np.concatenate([problem.J_w, np.zeros((1, 3, len(v)))])   # the bodies' at q
-        omega = J_w @ v                                  # row -1: a fixed body
+        J_w, J_v = _with_fixed(problem.J_w), _with_fixed(problem.J_v)   # row -1: a fixed body
+        omega = J_w @ v
         together = moving_together(contacts, stuck, omega[slots_A], omega[slots_B], self.h)
         rows = slip_rows(contacts, stuck, together, v, self._object_v_idx, self.h)
         used = np.unique(np.concatenate([slots_A[stuck], slots_B[stuck]]))
@@ -595,11 +592,13 @@ class QuasistaticSimulator:
                     return None
                 touching = (touching_contacts(contacts, v, self.h)
                             & self._touches_object(contacts))
-                rows = rows.at_the_end(
-                    *(self._end_jacobians(problem, slots, local, rows_X, R, p)
-                      for slots, local, rows_X in ((slots_A[stuck], local_A, rows_A),
-                                                   (slots_B[stuck], local_B, rows_B))),
-                    self.h).holding(contacts, stuck, touching, self._object_v_idx, self.h)
+                u = self._object_v_idx
+                ends = (point_jacobians(J_v[slots][:, :, u], J_w[slots][:, :, u],
+                                        np.einsum("kij,kj->ki", R[rows_X], local))
+                        for slots, local, rows_X in ((slots_A[stuck], local_A, rows_A),
+                                                     (slots_B[stuck], local_B, rows_B)))
+                rows = rows.holding(rows.material_jacobian(*ends, self.h), contacts, stuck,
+                                    touching, u, self.h)
                 slip = rows.slip(relative, delta[self._object_v_idx])
             change = rows.change(slip)
             delta[self._object_v_idx] += change
@@ -607,30 +606,19 @@ class QuasistaticSimulator:
                 break
         return None if self._largest_shift(problem, delta) > MAX_SLIP_CORRECTION else delta
 
-    def _end_jacobians(self, problem: StepProblem, slots: np.ndarray, local: np.ndarray,
-                       rows: np.ndarray, R: np.ndarray, p: np.ndarray) -> np.ndarray:
+    def _corrects(self, problem: StepProblem, v: np.ndarray) -> bool:
         """
-        Return material points' Jacobians in the objects' columns, with their arms at the end.
+        Return whether a step of v gets the slip correction (``sticking.py``).
 
-        ``slots``: the points' bodies (-1: fixed); ``local``: the points in
-        their bodies' frames; ``rows``, R, p: the bodies' poses at the step's
-        end (``_with_world``).  The bodies' origin Jacobians are the step's
-        (at q): for a free body they do not change with q.
+        Not where the formulation keeps no contacts stuck, nor where v turns
+        nothing enough for a second-order slip of SLIP_TOL over REACH: where no
+        velocity that turns a body moves (prismatic robots and objects that
+        translate, as two pads lifting a box), the step's motion is linear in
+        v and its integration exact.  The step gradients keep the step's
+        answer (``step_gradients._slip_derivative``).
         """
-        u = self._object_v_idx
-        J_v = np.concatenate([problem.J_v[:, :, u], np.zeros((1, 3, len(u)))])[slots]
-        J_w = np.concatenate([problem.J_w[:, :, u], np.zeros((1, 3, len(u)))])[slots]
-        arms = np.einsum("kij,kj->ki", R[rows], local)
-        return point_jacobians(J_v, J_w, arms)
-
-    def _turns(self, problem: StepProblem, v: np.ndarray) -> bool:
-        """
-        Return whether v turns anything enough for a second-order slip (of SLIP_TOL over REACH).
-
-        Where no velocity that turns a body moves (prismatic robots and
-        objects that translate, as two pads lifting a box), the step's motion
-        is linear in v and its integration exact: there is no slip to correct.
-        """
+        if not self.formulation.keeps_contacts_stuck:
+            return False
         turning = np.abs(problem.J_w).max(axis=(0, 1), initial=0.0) > 0.0
         rate = self.h * np.max(np.abs(v[turning]), initial=0.0)
         return rate * rate * REACH > SLIP_TOL
@@ -640,9 +628,9 @@ class QuasistaticSimulator:
         return self._largest_shifts(problem, v) <= STILL
 
     def _largest_shifts(self, problem: StepProblem, v: np.ndarray) -> np.ndarray:
-        """Return how far h v moves each body's geometry at most (the problem's Jacobians)."""
-        turn = np.linalg.norm(problem.J_w @ v, axis=1) * self.model.moving_radii
-        return self.h * (np.linalg.norm(problem.J_v @ v, axis=1) + turn)
+        """Return how far h v moves each body's geometry at most (``body_motions``)."""
+        shift, turn = body_motions(problem.J_w, problem.J_v, self.model.moving_radii, v, self.h)
+        return np.linalg.norm(shift, axis=1) + turn
 
     def _largest_shift(self, problem: StepProblem, delta: np.ndarray) -> float:
         """Return the most any body's geometry moves under h delta (the problem's Jacobians)."""
@@ -941,6 +929,11 @@ class QuasistaticSimulator:
 
 
 _NO_SHIFT = np.zeros(3)
+
+
+def _with_fixed(J: np.ndarray) -> np.ndarray:
+    """Return per-body Jacobians (n_b x 3 x n_v) with a zero row appended: row -1, a fixed body."""
+    return np.concatenate([J, np.zeros((1,) + J.shape[1:])])
 
 
 def _with_world(R: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -149,7 +149,8 @@ def _slip_derivative(sim, v: np.ndarray, loaded: np.ndarray, dv: np.ndarray,
     v'; column j by central differences along theta_j: Delta at
     (q_+, problem_+, contacts_+, v' + DELTA_Q dv_j) and at (q_-, ..., v' - DELTA_Q dv_j),
     ``ends[j]`` holding the two (q, problem, contacts), with the step's loaded
-    contacts.  Delta converges to SLIP_TOL, far below the difference.
+    contacts and its decision to correct (``QuasistaticSimulator._corrects``)
+    held.  Delta converges to SLIP_TOL, far below the difference.
     """
     def delta_at(end, v_at):
         slip = sim._slip_correction(*end, v_at, loaded)

@@ -100,7 +100,6 @@ class SlipRows:
     contact: np.ndarray      # (n_m,): each material row's contact, among the stuck ones
     directions: np.ndarray   # (n_m, 3): the row's tangent d_ij or normal n_i
     target: np.ndarray       # (n_m,): h J_f,ij v' or h J_n,i v'
-    jacobian: np.ndarray     # (n_m, n_u): h J_f,ij or h J_n,i in the objects' columns
     normals: np.ndarray      # (n_T, n_u): h J_n,i,u of the other touching contacts
     solver: np.ndarray       # (n_u, n_m + n_T): the truncated pseudo-inverse, negated
 
@@ -119,25 +118,24 @@ class SlipRows:
         """Return the Gauss-Newton change of Delta's object part for ``slip``."""
         return self.solver @ slip
 
-    def at_the_end(self, P_A: np.ndarray, P_B: np.ndarray, h: float) -> "SlipRows":
+    def material_jacobian(self, P_A: np.ndarray, P_B: np.ndarray, h: float) -> np.ndarray:
         """
-        Return the rows with their Jacobian taken at the step's end (Gauss-Newton's).
+        Return the material rows' h J in the objects' columns, taken at the step's end.
 
         ``P_A``/``P_B`` (n_stuck x 3 x n_u): the velocity Jacobians, in the
         objects' columns, of each stuck contact's material points where they
-        end the step (lever arms from the bodies' origins there).  The
-        rows' change is then exact but for the integration's own curvature:
-        two or three updates reach SLIP_TOL.
+        end the step (lever arms from the bodies' origins there).  With it
+        Gauss-Newton's change is exact but for the integration's own
+        curvature: two or three updates reach SLIP_TOL.
         """
-        moved = P_B - P_A
-        return replace(self, jacobian=h * np.einsum("rk,rkn->rn", self.directions,
-                                                    moved[self.contact]))
+        return h * np.einsum("rk,rkn->rn", self.directions, (P_B - P_A)[self.contact])
 
-    def holding(self, contacts: ContactSet, stuck: np.ndarray, touching: np.ndarray,
-                object_v_idx: np.ndarray, h: float) -> "SlipRows":
+    def holding(self, jacobian: np.ndarray, contacts: ContactSet, stuck: np.ndarray,
+                touching: np.ndarray, object_v_idx: np.ndarray, h: float) -> "SlipRows":
         """
         Return the rows with the touching normals of the other body pairs, and the solver.
 
+        ``jacobian``: the material rows' (``material_jacobian``).
         The normals of the ``touching`` contacts of the body pairs without a
         stuck contact hold still (a box's corners on the table while a finger
         sticks to its side).  The solver is the pseudo-inverse of all the
@@ -150,7 +148,7 @@ class SlipRows:
         other = np.array([pair not in held for pair in pairs], dtype=bool)
         normals = h * contacts.J_n[np.ix_(np.flatnonzero(touching & other), object_v_idx)]
         return replace(self, normals=normals, solver=-np.linalg.pinv(
-            np.vstack([self.jacobian, normals]), rcond=RCOND))
+            np.vstack([jacobian, normals]), rcond=RCOND))
 
 
 def slip_rows(contacts: ContactSet, stuck: np.ndarray, together: np.ndarray, v: np.ndarray,
@@ -170,8 +168,7 @@ def slip_rows(contacts: ContactSet, stuck: np.ndarray, together: np.ndarray, v: 
     return SlipRows(contact=np.concatenate([np.repeat(np.arange(len(index)), n_d), both]),
                     directions=np.vstack([contacts.tangents_W[index].reshape(-1, 3),
                                           contacts.normal_W[index[both]]]),
-                    target=h * (J @ v), jacobian=h * J[:, object_v_idx],
-                    normals=np.zeros((0, n_u)), solver=np.zeros((n_u, 0)))
+                    target=h * (J @ v), normals=np.zeros((0, n_u)), solver=np.zeros((n_u, 0)))
 
 
 def point_jacobians(J_v: np.ndarray, J_w: np.ndarray, arms: np.ndarray) -> np.ndarray:

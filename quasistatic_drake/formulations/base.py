@@ -183,9 +183,12 @@ class Formulation(ABC):
         contacts)).  A formulation differentiates its optimality conditions
         at ``solution`` with the central differences of its data (the step
         gradients, ``QuasistaticSimulator.step(gradients=True)``).  A
-        formulation that cannot raises NotImplementedError with the reason.
+        formulation that gives none (``gives_gradients`` False, where the
+        engine refuses before it gets here) keeps this refusal, which names
+        its ``gradients_fix``.
         """
-        raise NotImplementedError(f"formulation {self.name!r} gives no step gradients")
+        raise CommandError(f"formulation {self.name!r} gives no step gradients. "
+                           f"Fix: {self.gradients_fix}.")
 
     @abstractmethod
     def next_reference(self, problem: StepProblem, q_a_next: np.ndarray,
