@@ -10,7 +10,9 @@ the cylinder slid 0.37 mm across the fingers during the 25 cm carry and
 off the other) while the arm moved.  The goal is less than 0.1 mm.
 """
 
+import os
 from pathlib import Path
+import sys
 
 import numpy as np
 import pytest
@@ -20,36 +22,16 @@ from quasistatic_drake import QuasistaticSimulator, Scenario
 from quasistatic_drake.apps.pick_and_place import plan_pick_and_place
 from test_step_gradients import assert_close, central, scene, state
 
+sys.path.insert(0, os.path.join(REPO_ROOT, 'benchmarks'))
+import grasp_creep  # noqa: E402
+
 CONFIG = Path(REPO_ROOT) / 'config'
-BRICK = Path(REPO_ROOT) / 'test' / 'data' / 'foam_brick.urdf'
 CREEP_LIMIT = 1e-4          # [m] the object against the fingers over the lift and the carry
 
 
 def held_motion(scenario):
-    """
-    Return the object's pose in the left finger's frame over the lift and the carry, and more.
-
-    (translations (k x 3) relative to the first, largest turn [rad], how far the
-    object travelled in the world [m], the run's results).
-    """
-    sim = QuasistaticSimulator(scenario)
-    plan, _, name = plan_pick_and_place(sim)
-    rollout = sim.rollout(sim.default_positions(), [plan.commands(k) for k in range(plan.steps)])
-    assert rollout.failed_steps == 0
-    plant, context = sim.model.plant, sim.model.plant_context
-    finger = plant.GetBodyByName('wsg_left_finger')
-    held = range(plan.step_range('lift').start + 1, plan.step_range('carry').stop + 1)
-    poses, travelled = [], []
-    for k in held:
-        sim.model.set_positions(rollout.q[k])
-        poses.append(plant.EvalBodyPoseInWorld(context, finger).inverse().multiply(
-            sim.object_pose(rollout.q[k], name)))
-        travelled.append(sim.object_pose(rollout.q[k], name).translation())
-    shifts = np.array([X.translation() - poses[0].translation() for X in poses])
-    turns = [X.rotation().inverse().multiply(poses[0].rotation()).ToAngleAxis().angle()
-             for X in poses]
-    distance = np.linalg.norm(np.diff(travelled, axis=0), axis=1).sum()
-    return shifts, max(turns), distance, rollout.results[held.start:held.stop]
+    """Return drifts, largest turn, distance and results (``grasp_creep.held_motion``)."""
+    return grasp_creep.held_motion(scenario)[:4]
 
 
 def test_the_demo_cylinder_stays_put_in_the_fingers():
@@ -64,12 +46,7 @@ def test_the_demo_cylinder_stays_put_in_the_fingers():
 
 def test_a_light_brick_stays_put_in_the_fingers():
     """Check a 28 g foam brick squeezed with 10 N per finger (mu = 1): far inside its cone."""
-    scenario = Scenario.from_dict({
-        'include': 'arm_base.yaml',
-        'objects': [{'name': 'brick', 'file': str(BRICK),
-                     'initial_pose': {'xyz': [0.55, 0.0, 0.025], 'rpy': [0, 0, 0]}}]},
-        base_dir=CONFIG, source='foam brick scene')
-    shifts, turn, distance, _ = held_motion(scenario)
+    shifts, turn, distance, _ = held_motion(grasp_creep.brick_scenario())
     assert distance > 0.35
     assert np.abs(shifts).max() < CREEP_LIMIT, np.abs(shifts).max(axis=0)
     assert turn < 1e-4
@@ -98,9 +75,7 @@ def test_the_correction_moves_objects_only_and_keeps_the_step():
 @pytest.mark.parametrize('h', [0.05, 0.02])
 def test_smaller_steps_stay_put_too(h):
     """Check the cylinder at h = 0.05 s and 0.02 s (before: 0.18 mm and 0.07 mm of creep)."""
-    scenario = Scenario.from_dict({'include': 'arm_pick_place.yaml', 'time_step': h},
-                                  base_dir=CONFIG, source=f'arm demo at h = {h}')
-    shifts, _, _, _ = held_motion(scenario)
+    shifts, _, _, _ = held_motion(grasp_creep.cylinder_scenario(h))
     assert np.abs(shifts).max() < CREEP_LIMIT, np.abs(shifts).max(axis=0)
 
 
