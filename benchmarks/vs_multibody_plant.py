@@ -85,9 +85,12 @@ QUICK_TIMEOUT = 120.0          # [s] per run (except the ground truth) in the qu
 FULL_TIMEOUT = 600.0           # [s] per run (except the ground truth) in the full sweep
 GRID_DT = 0.01                 # [s] of the common grid the errors are integrated on
 SETTLE = 0.5                   # [s] simulated after the reference stops
-QS_KINDS = ('qs-qp-static', 'qs-qp-dynamic', 'qs-miqp')
+QS_KINDS = ('qs-qp-static', 'qs-qp-dynamic', 'qs-qp-static-lag', 'qs-qp-dynamic-lag',
+            'qs-miqp')
+QP_KINDS = QS_KINDS[:4]        # the QP's: objects quasi-static or -dynamic, robots with inertia
 RTF_H = 0.1                    # [s] the time step of qs_real_time_factor_h0.1
 COLORS = {'qs-qp-static': 'tab:blue', 'qs-qp-dynamic': 'tab:orange', 'qs-miqp': 'tab:green',
+          'qs-qp-static-lag': 'tab:cyan', 'qs-qp-dynamic-lag': 'tab:olive',
           'mbp-sap': 'tab:red', 'mbp-tamsi': 'tab:purple', 'mbp-similar': 'tab:brown',
           'mbp-lagged': 'tab:pink'}
 
@@ -228,7 +231,8 @@ def qs_scenario(scene: Scene, kind: str, h: float) -> Scenario:
     """Return the scene's scenario set up for one quasistatic variant and time step."""
     formulation = 'miqp' if kind == 'qs-miqp' else 'qp'
     return replace(scene.scenario, time_step=h, formulation=formulation,
-                   quasi_dynamic=(kind == 'qs-qp-dynamic'))
+                   quasi_dynamic=kind.startswith('qs-qp-dynamic'),
+                   robot_inertia=kind.endswith('-lag'))
 
 
 def run_quasistatic(scene: Scene, kind: str, h: float, timeout: float = math.inf,
@@ -268,15 +272,15 @@ def _step_through(sim: QuasistaticSimulator, scene: Scene, commands: np.ndarray,
     q = sim.default_positions()
     q_idx = sim.model.object(scene.obj).q_idx
     times, states = [0.0], [q[q_idx].copy()]
-    start, q_ref = time.perf_counter(), None
+    start, q_ref, v_a = time.perf_counter(), None, None
     try:
         for k, command in enumerate(commands):
             if time.perf_counter() - start > timeout:
                 row.status = f'timed out after {timeout:g} s at step {k} of {len(commands)}'
                 break
-            result = sim.step(q, {scene.robot: command}, q_ref=q_ref)
+            result = sim.step(q, {scene.robot: command}, q_ref=q_ref, robot_velocity=v_a)
             row.failed_steps += int(not result.success)
-            q, q_ref = result.q_next, result.q_ref_next
+            q, q_ref, v_a = result.q_next, result.q_ref_next, result.robot_velocity_next
             times.append((k + 1) * h)
             states.append(q[q_idx].copy())
     except Exception as err:   # MiqpTooLarge, a solver error: recorded, the sweep goes on
@@ -351,7 +355,7 @@ def run_scene(scene: Scene, sweep: Sweep, log: Callable[[str], None]) -> list[Ro
     truth_row.final_xyz = [float(x) for x in truth.xyz[-1]]
     log(format_row(truth_row))
     rows = [truth_row]
-    jobs = [(kind, h) for kind in QS_KINDS[:2] for h in sweep.qs_h]
+    jobs = [(kind, h) for kind in QP_KINDS for h in sweep.qs_h]
     jobs += [('qs-miqp', h) for h in sweep.miqp_h]
     for kind, h in jobs:
         row, traj = run_quasistatic(scene, kind, h, sweep.timeout, sweep.timing)

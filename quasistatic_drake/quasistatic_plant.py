@@ -8,6 +8,9 @@ State (in the Context, nothing hidden in the System):
 * discrete group 1, ``q_ref``: the robots' commanded-position reference
   (simulator.py; Pang & Tedrake 2021's spring reference under the QP),
   robots in scenario order;
+* discrete group 2, ``v_a``: the robots' joint velocities (zero at first and
+  after ``set_positions``), which the step takes and returns under the
+  scenario's ``robot_inertia``; without it they stay zero;
 * an abstract :class:`StepOutcome`: what the last step reported (status,
   contacts, timing), for the status and contact-results output ports;
 * an abstract warm start (None at first and after ``set_positions``; the
@@ -110,6 +113,7 @@ class QuasistaticPlant(LeafSystem):
             [r.q_idx for r in model.robots]).astype(int) if model.robots else np.zeros(0, int)
         self._q_index = self.DeclareDiscreteState(q0)
         self._q_ref_index = self.DeclareDiscreteState(q0[self._robot_q_idx])
+        self._v_a_index = self.DeclareDiscreteState(np.zeros(len(self._robot_q_idx)))
         self._outcome_index = self.DeclareAbstractState(
             AbstractValue.Make(self._initial_outcome(q0)))
         # the formulation's warm start for the next step (None: none; the QP takes none)
@@ -183,6 +187,10 @@ class QuasistaticPlant(LeafSystem):
         """Return the robots' commanded-position reference qbar_a (a copy)."""
         return context.get_discrete_state(self._q_ref_index).value().copy()
 
+    def get_robot_velocities(self, context: Context) -> np.ndarray:
+        """Return the robots' joint velocities v_a the next step starts from (a copy)."""
+        return context.get_discrete_state(self._v_a_index).value().copy()
+
     def get_warm_start(self, context: Context):
         """Return the warm start the next step will use (None: none; the MIQP's MIP start)."""
         return context.get_abstract_state(self._warm_start_index).get_value()
@@ -192,6 +200,7 @@ class QuasistaticPlant(LeafSystem):
         q = self.engine.checked_positions(q).copy()
         context.SetDiscreteState(self._q_index, q)
         context.SetDiscreteState(self._q_ref_index, q[self._robot_q_idx])
+        context.SetDiscreteState(self._v_a_index, np.zeros(len(self._robot_q_idx)))
         context.SetAbstractState(self._outcome_index, self._initial_outcome(q, context.get_time()))
         context.SetAbstractState(self._warm_start_index, None)
 
@@ -205,7 +214,9 @@ class QuasistaticPlant(LeafSystem):
         try:
             result = self.engine.step(q, commands, q_ref=q_ref,
                                       warm_start=self.get_warm_start(context),
-                                      object_forces=forces)
+                                      object_forces=forces,
+                                      robot_velocity=(self.get_robot_velocities(context)
+                                                      if self.scenario.robot_inertia else None))
         except CommandError as err:
             raise CommandError(f"QuasistaticPlant at t = {t:.6g} s: {err} The state was not "
                                "changed.") from None
@@ -213,6 +224,9 @@ class QuasistaticPlant(LeafSystem):
         if result.success:
             state.get_mutable_discrete_state(self._q_index).set_value(result.q_next)
             state.get_mutable_discrete_state(self._q_ref_index).set_value(result.q_ref_next)
+            if result.robot_velocity_next is not None:
+                state.get_mutable_discrete_state(self._v_a_index).set_value(
+                    result.robot_velocity_next)
         state.get_mutable_abstract_state(self._warm_start_index).set_value(result.warm_start_next)
         state.get_mutable_abstract_state(self._outcome_index).set_value(
             self._outcome(result, t, previous.steps + 1))

@@ -125,6 +125,9 @@ class RobotSpec:
                                      "where a file's root link is welded to the world")
     max_reference_lead: Optional[np.ndarray] = setting(
         None, optional(vector(positive=True)), "per commanded joint [m or rad]")
+    damping_ratio: Optional[float] = setting(
+        None, number(positive=True, none_word="auto"),
+        "robot_inertia: zeta of the impedance's damping D = 2 zeta sqrt(K M_ii) (auto: 1)")
     where: str = ""        # the file and key path, for messages
 
 
@@ -162,13 +165,16 @@ class Scenario:
     environment: tuple[EnvironmentSpec, ...] = setting((), list_of(nested(EnvironmentSpec)))
     formulation: str = setting("qp", _formulation_name, "qp, miqp or a registered plug-in")
     quasi_dynamic: bool = setting(False, flag(), "objects keep their mass matrix M_u")
+    robot_inertia: bool = setting(
+        False, flag(), "robots keep their mass matrix M_a and their impedance's damping D: "
+        "they trail their reference where it accelerates (formulation qp)")
     friction_directions: int = setting(4, _even_directions, "n_d per contact")
     contact_detection_tolerance: float = setting(
         0.02, number(positive=True, infinite=True), "[m] pairs closer are contacts (.inf: all)")
     gravity: np.ndarray = setting(check=vector(3), factory=lambda: np.array([0.0, 0.0, -9.81]))
     default_friction: float = setting(0.5, number(nonnegative=True),
                                       "mu of collision geometry whose file gives none")
-    quasi_static_inertia_ratio: float = setting(0.1, number(positive=True),
+    quasi_static_inertia_ratio: float = setting(0.3, number(positive=True),
                                                 "r of the QP's eps M_u")
     packages: Mapping[str, str] = setting(
         check=mapping_of(text("a directory path"), "a package name"), factory=dict,
@@ -404,6 +410,11 @@ def _check_models(scenario: Scenario) -> None:
                                   f"[{spec.name!r}] (also {first[spec.name]}). "
                                   "Fix: rename one of them.")
             first[spec.name] = where
+    for i, spec in enumerate(scenario.robots):
+        if spec.damping_ratio is not None and not scenario.robot_inertia:
+            raise SchemaError(f"robots[{i}].damping_ratio", "sets the impedance's damping, "
+                              "which only a robot with inertia has. Fix: add robot_inertia: "
+                              "true, or remove damping_ratio.")
     for i, spec in enumerate(scenario.objects):
         if spec.initial_pose is not None and spec.initial_positions is not None:
             raise SchemaError(f"objects[{i}]", "give either initial_pose (free bodies) or "

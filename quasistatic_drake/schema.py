@@ -174,6 +174,15 @@ def positive_int(none_means: str = "") -> Check:
     return check
 
 
+def count() -> Check:
+    """Check a whole number >= 0."""
+    def check(value: Any, where: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"expected a whole number >= 0, got {value!r}.")
+        return value
+    return check
+
+
 def text(pattern_doc: str = "a non-empty string", allow: Callable[[str], bool] = bool) -> Check:
     """Check a string that ``allow`` accepts (described by ``pattern_doc``)."""
     def check(value: Any, where: str) -> str:

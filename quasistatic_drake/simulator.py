@@ -142,6 +142,9 @@ class StepResult:
     # Delta (n_v, objects only): q_next integrates v + Delta, which keeps the stuck
     # contacts' material points together (sticking.py); None: no correction
     slip_correction: Optional[np.ndarray] = None
+    # robot_inertia: the robots' joint velocities v_a' at the step's end, the next step's
+    # robot_velocity (on failure: the one given); None without robot inertia
+    robot_velocity_next: Optional[np.ndarray] = None
 
     @property
     def success(self) -> bool:
@@ -166,12 +169,14 @@ class Rollout:
     Steps from :meth:`QuasistaticSimulator.rollout`.
 
     ``q`` (steps + 1 rows) and ``q_ref`` start with the initial values; row
-    k + 1 follows ``results[k]``.
+    k + 1 follows ``results[k]``.  ``robot_velocity`` likewise under the
+    scenario's ``robot_inertia`` (None without).
     """
 
     q: np.ndarray
     q_ref: np.ndarray
     results: tuple[StepResult, ...]
+    robot_velocity: Optional[np.ndarray] = None
 
     @property
     def failed_steps(self) -> int:
@@ -249,7 +254,8 @@ class QuasistaticSimulator:
     def step(self, q: np.ndarray, v_cmd: Mapping[str, np.ndarray],
              q_ref: Optional[np.ndarray] = None, warm_start: Any = None,
              object_forces: Optional[Mapping[str, np.ndarray]] = None,
-             gradients: Union[bool, str] = False) -> StepResult:
+             gradients: Union[bool, str] = False,
+             robot_velocity: Optional[np.ndarray] = None) -> StepResult:
         """
         Advance q by one time step h under the robots' velocity commands.
 
@@ -274,7 +280,10 @@ class QuasistaticSimulator:
         the robot positions of q, and ``dq_next_dq`` includes that.
         ``gradients="commands"`` fills ``dq_next_dv_cmd`` and ``dq_next_dq_ref``
         only (qsim's kBOnly): they need no detector run and cost a fraction
-        of a step.
+        of a step.  ``robot_velocity``: under the scenario's ``robot_inertia``,
+        the robots' joint velocities at the step's start (robots in scenario
+        order, joints in ``robot_joint_names`` order; None: at rest), usually
+        the last step's ``robot_velocity_next``.
         """
         start = time.perf_counter()
         q = self._checked_q(q).copy()
@@ -283,6 +292,7 @@ class QuasistaticSimulator:
         q_ref = self._start_reference(q, q_ref)
         warm_start = self.formulation.checked_warm_start(warm_start)
         tau_ext = self._checked_object_forces(object_forces)
+        v_a = self._checked_robot_velocity(robot_velocity, gradients)
         if not any(gradients is mode or (isinstance(gradients, str) and gradients == mode)
                    for mode in GRADIENT_MODES):
             raise CommandError(f"gradients must be True, False or 'commands', got "
@@ -294,7 +304,7 @@ class QuasistaticSimulator:
                 f"gradients=True: formulation {self.formulation.name!r} gives no step "
                 f"gradients here. Fix: {self.formulation.gradients_fix}.")
         try:
-            result = self._step(q, q_ref, v_bar, warm_start, start, tau_ext, gradients)
+            result = self._step(q, q_ref, v_bar, warm_start, start, tau_ext, gradients, v_a)
             if reference_of_q and result.dq_next_dq is not None:
                 total = result.dq_next_dq.copy()
                 total[:, self._robot_q_idx] += result.dq_next_dq_ref
@@ -307,48 +317,58 @@ class QuasistaticSimulator:
                 q_next=q, status="error", solve_time=0.0, q_ref_next=q_ref, v=None,
                 contact_set=ContactSet.empty(self.model.n_v, self.scenario.friction_directions),
                 forces_W=np.zeros((0, 3)), step_time=time.perf_counter() - start,
-                error=f"{type(err).__name__}: {err}", warm_start_next=warm_start)
+                error=f"{type(err).__name__}: {err}", warm_start_next=warm_start,
+                robot_velocity_next=v_a)
 
     def rollout(self, q0: np.ndarray, commands: Iterable[Mapping[str, np.ndarray]],
-                q_ref: Optional[np.ndarray] = None, warm_start: Any = None) -> Rollout:
+                q_ref: Optional[np.ndarray] = None, warm_start: Any = None,
+                robot_velocity: Optional[np.ndarray] = None) -> Rollout:
         """
         Step from q0 through ``commands``, one ``v_cmd`` mapping per step.
 
-        Each step starts from the last one's ``q_next``, ``q_ref_next`` and
-        ``warm_start_next``; ``q_ref`` and ``warm_start`` are the first
-        step's (None: the robot positions of q0, no warm start).  A failed
+        Each step starts from the last one's ``q_next``, ``q_ref_next``,
+        ``warm_start_next`` and ``robot_velocity_next``; ``q_ref``,
+        ``warm_start`` and ``robot_velocity`` are the first step's (None: the
+        robot positions of q0, no warm start, robots at rest).  A failed
         step keeps q, and the rollout goes on from there.  A bad command
         raises CommandError naming its index; nothing is returned.
         """
         q = self._checked_q(q0).copy()
         q_ref = self._start_reference(q, q_ref)
-        qs, refs, results = [q], [q_ref], []
+        v_a = self._checked_robot_velocity(robot_velocity, False)
+        qs, refs, velocities, results = [q], [q_ref], [v_a], []
         for k, v_cmd in enumerate(commands):
             try:
-                result = self.step(q, v_cmd, q_ref=q_ref, warm_start=warm_start)
+                result = self.step(q, v_cmd, q_ref=q_ref, warm_start=warm_start,
+                                   robot_velocity=v_a)
             except CommandError as err:
                 raise CommandError(f"commands[{k}]: {err}") from err
             q, q_ref, warm_start = result.q_next, result.q_ref_next, result.warm_start_next
+            v_a = result.robot_velocity_next
             qs.append(q)
             refs.append(q_ref)
+            velocities.append(v_a)
             results.append(result)
-        return Rollout(q=np.array(qs), q_ref=np.array(refs), results=tuple(results))
+        return Rollout(q=np.array(qs), q_ref=np.array(refs), results=tuple(results),
+                       robot_velocity=None if v_a is None else np.array(velocities))
 
     def _step(self, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, warm_start: Any,
               start: float, tau_ext: Optional[np.ndarray] = None,
-              gradients: Union[bool, str] = False) -> StepResult:
+              gradients: Union[bool, str] = False,
+              v_a: Optional[np.ndarray] = None) -> StepResult:
         """Detect, solve and integrate one step from checked inputs (:meth:`step`)."""
         formulation = self.formulation
         tolerance = self.scenario.contact_detection_tolerance
         self.model.set_positions(q)
-        problem = self._problem(q, q_ref, v_bar, tau_ext)
+        problem = self._problem(q, q_ref, v_bar, tau_ext, v_a)
         for resolves in range(MAX_RESOLVES + 1):
             pairs = self._pairs(q, tolerance)
             self.model.set_positions(q)
             contacts = formulation.contacts(self.detector.detect(tolerance, pairs))
             attempt = self._solve(problem, contacts, warm_start)
             if attempt.solution.v is None:
-                return self._failure(q, q_ref, contacts, attempt, warm_start, start)
+                return replace(self._failure(q, q_ref, contacts, attempt, warm_start, start),
+                               robot_velocity_next=v_a)
             wider = self._tolerance_for_sweep(attempt.solution.v, tolerance)
             if wider is None or resolves == MAX_RESOLVES:
                 break
@@ -381,6 +401,7 @@ class QuasistaticSimulator:
             recovery_fraction=attempt.recovery_fraction,
             rotation_limited=attempt.rotation_limited, reference_limited=reference_limited,
             warm_start_next=solution.warm_start_next, solution=solution, slip_correction=slip,
+            robot_velocity_next=None if v_a is None else solution.v[self._robot_v_idx],
             **({} if derivatives is None else {
                 "dq_next_dq": derivatives.dq_next_dq,
                 "dq_next_dv_cmd": derivatives.dq_next_dv_cmd,
@@ -389,15 +410,19 @@ class QuasistaticSimulator:
 
     # ----- the step ----------------------------------------------------------
     def _problem(self, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray,
-                 tau_ext: Optional[np.ndarray] = None) -> StepProblem:
+                 tau_ext: Optional[np.ndarray] = None,
+                 v_a: Optional[np.ndarray] = None) -> StepProblem:
         """Gather the formulation's data at q (the model must be at q)."""
         plant, context = self.model.plant, self.model.plant_context
         v_lower, v_upper = self._velocity_bounds(q)
         J_w, J_v, _ = self.model.body_jacobians()
         tau_u = plant.CalcGravityGeneralizedForces(context)[self._object_v_idx]
+        M = plant.CalcMassMatrix(context)
         return StepProblem(
+            M_a=None if v_a is None else M[np.ix_(self._robot_v_idx, self._robot_v_idx)],
+            v_a=v_a,
             q_a=q[self._robot_q_idx], q_ref=q_ref, v_cmd=v_bar, v_lower=v_lower,
-            v_upper=v_upper, M_u=plant.CalcMassMatrix(context)[self._object_block],
+            v_upper=v_upper, M_u=M[self._object_block],
             tau_u=tau_u if tau_ext is None else tau_u + tau_ext,
             J_w=J_w, J_v=J_v, body_radii=self.model.moving_radii,
             object_frames=(self._object_frames() if self.formulation.needs_object_frames
@@ -769,6 +794,8 @@ class QuasistaticSimulator:
             robot_sizes=tuple(len(r.v_idx) for r in robots),
             object_names=tuple(o.name for o in self.model.objects),
             object_sizes=tuple(len(o.v_idx) for o in self.model.objects),
+            object_masses=self._object_masses(),
+            robot_damping=self._robot_damping(cls),
             plane_normal=self.model.motion_plane_normal, gravity=np.array(scenario.gravity),
             object_frames_default=self._object_frames() if cls.needs_object_frames else ())
         try:
@@ -779,12 +806,60 @@ class QuasistaticSimulator:
                    else f"{name}.{err.key}")
             raise ScenarioError(f"{scenario.source}: {key}: {err.message}") from None
 
+    def _robot_damping(self, cls: type) -> Optional[np.ndarray]:
+        """
+        Return D = 2 zeta sqrt(K M_ii) per robot joint under robot_inertia (None without).
+
+        M_ii is the diagonal of the robots' mass matrix at the initial q, as
+        the impedance controller of benchmarks/mbp_reference.py sets it.
+        """
+        scenario = self.scenario
+        if not scenario.robot_inertia:
+            return None
+        if not cls.takes_robot_inertia:
+            raise ScenarioError(f"{scenario.source}: robot_inertia: formulation "
+                                f"{scenario.formulation!r} does not take the robots' inertia. "
+                                "Fix: formulation: qp, or robot_inertia: false.")
+        if self.coupling is not None:
+            raise ScenarioError(f"{scenario.source}: robot_inertia: the robots have coupled "
+                                "joints (<mimic>), whose inertia the step does not reduce. "
+                                "Fix: robot_inertia: false, or command the joints apart.")
+        M = self.model.plant.CalcMassMatrix(self.model.plant_context)
+        diagonal = np.diag(M)[self._robot_v_idx]
+        ratios = np.concatenate([np.full(len(r.v_idx), 1.0 if spec.damping_ratio is None
+                                         else spec.damping_ratio)
+                                 for r, spec in zip(self.model.robots, scenario.robots)])
+        stiffness = np.concatenate([r.stiffness for r in self.model.robots])
+        return 2.0 * ratios * np.sqrt(stiffness * diagonal)
+
+    def _checked_robot_velocity(self, robot_velocity, gradients) -> Optional[np.ndarray]:
+        """Return v_a under robot_inertia (zeros for None); refuse it, or gradients, else."""
+        if not self.scenario.robot_inertia:
+            if robot_velocity is not None:
+                raise CommandError("robot_velocity: only a scenario with robot_inertia: true "
+                                   "has robot velocities as state. Fix: pass "
+                                   "robot_velocity=None, or set robot_inertia: true.")
+            return None
+        if gradients:
+            raise CommandError("gradients: under robot_inertia the step depends on the "
+                               "robots' velocity too, and its derivative in that velocity is "
+                               "not computed, so chained gradients would be wrong. Fix: "
+                               "robot_inertia: false, or gradients=False.")
+        if robot_velocity is None:
+            return np.zeros(len(self._robot_v_idx))
+        names = [f"{r.name}/{j}" for r in self.model.robots for j in r.joint_names]
+        return self._checked_vector(robot_velocity, len(self._robot_v_idx), "robot_velocity",
+                                    names)
+
     def _weight_of_objects(self) -> float:
         """Return the objects' total weight |g| sum(m) [N]."""
+        return float(np.linalg.norm(self.scenario.gravity)) * sum(self._object_masses())
+
+    def _object_masses(self) -> tuple[float, ...]:
+        """Return each object's mass, all the bodies of its model instance [kg]."""
         plant = self.model.plant
-        mass = sum(plant.get_body(b).default_mass() for o in self.model.objects
-                   for b in plant.GetBodyIndices(o.instance))
-        return float(np.linalg.norm(self.scenario.gravity)) * mass
+        return tuple(sum(plant.get_body(b).default_mass()
+                         for b in plant.GetBodyIndices(o.instance)) for o in self.model.objects)
 
     def _position_limits(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(q index, v index, lower, upper) of every 1-DOF joint with finite limits."""

@@ -97,7 +97,7 @@ def test_command_gradients_of_a_carried_step_include_the_correction():
 def test_all_gradients_of_a_turning_push_include_the_correction():
     """Check a finger pushing a box off-centre: it sticks while the box turns, Delta is active."""
     sim = scene('finger_push.yaml')
-    command = np.array([0.1, 0.03, 0.0])
+    command = np.array([0.1, 0.02, 0.0])
     q, q_ref = state(sim, 'finger', [command] * 5)
     result = sim.step(q, {'finger': command}, q_ref=q_ref, gradients=True)
     assert result.slip_correction is not None and np.abs(result.slip_correction).max() > 1e-5

@@ -87,10 +87,18 @@ def test_squeezed_box_command_gradients_and_the_changing_manifold():
     assert result.gradient_degenerate
     assert_close(result.dq_next_dv_cmd, central(sim, 'pads', q, q_ref, v_cmd, 'v_cmd'))
     assert_close(result.dq_next_dq_ref, central(sim, 'pads', q, q_ref, v_cmd, 'q_ref'))
-    # squeezed, the box rises with the lift command: h / (1 + r) with the quasi-static
-    # inertia ratio r = 0.1 (the objects' inertia eps M_u against the springs)
+    # squeezed, the box rises with the lift command: h (1 - rho^(k+1)) after k proximal
+    # iterates, rho = r / (1 + r) with the quasi-static inertia ratio r (the objects'
+    # inertia eps M_u against the springs; formulations/proximal_drag.py); the plain
+    # QP alone (k = 0) gives h / (1 + r)
+    r = sim.scenario.quasi_static_inertia_ratio
+    k, solution = 0, result.solution
+    while solution.proximal_previous is not None:
+        k, solution = k + 1, solution.proximal_previous
+    assert k == sim.scenario.settings('qp').proximal_iterations
     box_z = sim.model.objects[0].q_idx[6]
-    assert result.dq_next_dv_cmd[box_z, 0] == pytest.approx(sim.h / 1.1, rel=1e-6)
+    assert result.dq_next_dv_cmd[box_z, 0] == pytest.approx(
+        sim.h * (1 - (r / (1 + r)) ** (k + 1)), rel=1e-6)
 
 
 def test_a_step_without_gradients_has_none():

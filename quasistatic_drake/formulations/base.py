@@ -63,6 +63,10 @@ class ModelFacts:
     robot_sizes: tuple[int, ...] = ()      # each robot's commanded joints (robot_v_idx runs)
     object_names: tuple[str, ...] = ()     # the objects, scenario order
     object_sizes: tuple[int, ...] = ()     # each object's velocities (object_v_idx runs)
+    object_masses: tuple[float, ...] = ()  # each object's mass, all its bodies [kg]
+    # robot_inertia: the impedance's damping D per robot joint (robot_v_idx order)
+    # [N s/m, N m s/rad]; None: robots are springs without inertia
+    robot_damping: Optional[np.ndarray] = None
     plane_normal: Optional[np.ndarray] = None   # the objects' plane of motion (n_d = 2)
     gravity: np.ndarray = field(default_factory=lambda: np.zeros(3))   # [m/s^2]
     object_frames_default: tuple["ObjectFrame", ...] = ()   # at the initial q (if needed)
@@ -107,6 +111,10 @@ class StepProblem:
     body_radii: np.ndarray
     # each object's ObjectFrame at q, when the formulation asks (needs_object_frames)
     object_frames: tuple[ObjectFrame, ...] = ()
+    # robot_inertia: the robots' mass matrix at q (robot_v_idx rows and columns) and their
+    # joint velocities at the step's start; None without robot inertia
+    M_a: Optional[np.ndarray] = None
+    v_a: Optional[np.ndarray] = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +159,9 @@ class Formulation(ABC):
     # Whether the step keeps its stuck contacts' material points together through the
     # integration (quasistatic_drake/sticking.py): the rows' contacts are rigid ones.
     keeps_contacts_stuck: ClassVar[bool] = True
+    # Whether the robots' inertia and damping enter the step (the scenario's robot_inertia):
+    # StepProblem.M_a and v_a, ModelFacts.robot_damping.
+    takes_robot_inertia: ClassVar[bool] = False
 
     def __init__(self, facts: ModelFacts, settings: Any):
         """Keep the model's facts and the (validated) settings."""

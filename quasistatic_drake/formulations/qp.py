@@ -21,6 +21,14 @@ where beta are contact *impulses* [N s] along the friction-cone extreme rays.
   0 = h K (qbar_a' - (q_a + h v_a')) + J_a^T beta, i.e.
   h^2 K v_a' - h K (qbar_a' - q_a) = J_a^T beta, so
   Q_aa = h^2 K  and  b_a = -h K (qbar_a' - q_a).
+* Robots with inertia (the scenario's ``robot_inertia``; our extension, not
+  in the talk): an impedance-controlled arm tau = K (qbar - q) + D (v_ref - v)
+  (gravity compensated) trails its reference where it accelerates, through
+  its mass matrix M_a.  The implicit Euler step of
+  M_a (v_a' - v_a) / h = K (qbar_a' - q_a - h v_a') + D (v_cmd - v_a') + J_a^T lambda
+  adds Q_aa += M_a + h D and b_a -= M_a v_a + h D v_cmd, with v_a the robots'
+  velocity at the step's start (state the step takes and returns).  At a
+  constant command the robot moves with it and q_a' = qbar_a': no lag.
 * Objects in quasi-dynamic mode ("take 2"): momentum is discarded every step
   (v_u = 0), M_u (v_u' - 0) = h tau_g,u + J_u^T beta, so
   Q_uu = M_u  and  b_u = -h tau_g,u.
@@ -63,18 +71,22 @@ import numba
 import numpy as np
 
 from quasistatic_drake.contact import ContactSet
+from quasistatic_drake.formulations.active_set_step import predicted, response
 from quasistatic_drake.formulations.base import (Formulation, lead_bounded, ModelFacts,
                                                  spring_reference, StepProblem, StepSolution)
 from quasistatic_drake.formulations.exact_cone import cone_impulses, solve_cones
 from quasistatic_drake.formulations.log_barrier import (barrier_derivative, solve_log_barrier,
                                                         stacked_rows)
+from quasistatic_drake.formulations.proximal_drag import (drag_fractions, object_runs,
+                                                          proximal_solve, rotation_rows,
+                                                          translation_projection)
 from quasistatic_drake.formulations.qp_backends import QpSolverResult, solve_daqp
 from quasistatic_drake.formulations.qp_sensitivity import (active_set, central_difference,
                                                            solution_derivative)
 from quasistatic_drake.formulations.sliding_lift import (constraint_rows, fixed_point,
                                                          newton_velocity, row_bounds,
                                                          sliding_speeds)
-from quasistatic_drake.schema import flag, number, one_of, SchemaError, setting
+from quasistatic_drake.schema import count, flag, number, one_of, SchemaError, setting
 
 
 @dataclass(frozen=True)
@@ -97,6 +109,12 @@ class QpSolution(StepSolution):
     lift_iterations: int = 1
     lift_residual: float = 0.0
     cone_multipliers: Optional[np.ndarray] = None   # friction_cone: exact: z per contact
+    # quasi-static mode, proximal_iterations > 0 (proximal_drag.py): the proximal centre
+    # c (object velocities) of this solve (None: the plain step QP), the iterate it came
+    # from, and the largest translational drag left over an object's weight
+    proximal_centre: Optional[np.ndarray] = None
+    proximal_previous: Optional["QpSolution"] = None
+    drag_fraction: Optional[float] = None
 
 
 QpSolver = Callable[..., QpSolverResult]   # (H, f, A, lower, x_lower, x_upper), qp_backends
@@ -117,6 +135,10 @@ class QpSettings:
         "pyramid", one_of("pyramid", "exact", what="friction cone"),
         "pyramid: friction_directions rows per contact (a QP); exact: the round Coulomb cone "
         "(an SOCP, formulations/exact_cone.py; no step gradients)")
+    proximal_iterations: int = setting(
+        6, count(), "quasi-static mode: proximal-point iterates that remove the regulariser "
+        "eps M_u's drag on moving objects (formulations/proximal_drag.py); 0: one solve, the "
+        "drag as it is")
 
 
 class QpFormulation(Formulation):
@@ -135,6 +157,7 @@ class QpFormulation(Formulation):
     settings_type = QpSettings
     gives_gradients = True
     checks_one_sided_by_solving = True
+    takes_robot_inertia = True
 
     def __init__(self, facts: ModelFacts, settings: QpSettings):
         """Fix the objects' inertia scale for the scenario's mode."""
@@ -157,15 +180,113 @@ class QpFormulation(Formulation):
             facts.h, facts.stiffness, facts.object_mass_default,
             facts.quasi_static_inertia_ratio)
         self.solver: QpSolver = solve_daqp
+        self.removes_drag = bool(not facts.quasi_dynamic and settings.proximal_iterations > 0
+                                 and settings.log_barrier_weight is None
+                                 and len(facts.object_v_idx))
+        self.object_runs = object_runs(facts)
 
     def solve(self, problem: StepProblem, contacts: ContactSet,
               warm_start=None) -> QpSolution:
-        """Assemble Q and b for robots as springs and solve the step QP."""
+        """Assemble Q and b for robots as springs and solve the step QP (with its centres)."""
+        cost = self._cost(problem)
+        if not self.removes_drag:
+            return self._solve_cost(cost, problem, contacts)
+
+        return self._solve_proximal(cost, problem, contacts)
+
+    def _solve_proximal(self, cost: QpCost, problem: StepProblem,
+                        contacts: ContactSet) -> QpSolution:
+        """
+        Solve the plain step QP, then its proximal iterates (``proximal_drag.py``).
+
+        An iterate is first predicted on the last full solve's active set
+        (``active_set_step.py``: the same solution to round-off where it
+        holds), else solved in full.
+        """
+        facts, M_u = self.facts, problem.M_u
+        P = self._projection(problem)
+        predicts = self.settings.friction_cone == "pyramid"
+        rows = friction_cone_rows(contacts) if predicts else None
+        last_full: dict = {}
+
+        def solve_from(previous: Optional[QpSolution]) -> QpSolution:
+            centre = (np.zeros(len(facts.object_v_idx)) if previous is None
+                      else P @ previous.v[facts.object_v_idx])
+            shift = -self.inertia_scale * (M_u @ centre)       # b_u's change from b's
+            solution = (self._predicted(last_full, cost, shift, problem, contacts, rows)
+                        if previous is not None and predicts else None)
+            if solution is None:
+                solution = self._solve_cost(self._centred(cost, M_u, centre), problem,
+                                            contacts, None if previous is None
+                                            else previous.sliding_speeds)
+                last_full.clear()
+                last_full.update(solution=solution, shift=shift)
+            if solution.v is None:
+                return solution
+            drag = drag_fractions(self.inertia_scale, M_u, P, solution.v[facts.object_v_idx],
+                                  centre, facts.h, self.object_runs)
+            return replace(solution, proximal_centre=None if previous is None else centre,
+                           proximal_previous=previous,
+                           drag_fraction=float(np.max(drag, initial=0.0)))
+
+        return proximal_solve(solve_from, self.settings.proximal_iterations)
+
+    def _predicted(self, last_full: dict, cost: QpCost, shift: np.ndarray,
+                   problem: StepProblem, contacts: ContactSet,
+                   rows: tuple) -> Optional[QpSolution]:
+        """Return the step with b_u shifted, predicted on the last full solve's active set."""
+        full = last_full.get("solution")
+        if full is None or full.v is None:
+            return None
+        start = time.perf_counter()
+        facts, (A, index) = self.facts, rows
+        if "response" not in last_full:
+            b = cost.b.copy()
+            b[facts.object_v_idx] += last_full["shift"]
+            last_full["response"] = response(
+                cost.Q, b, A, index, contacts, facts.h, problem.v_lower, problem.v_upper,
+                full.v, full.duals, full.sliding_speeds, facts.object_v_idx)
+        base = last_full["response"]
+        if base is None:
+            return None
+        found = predicted(base, shift - last_full["shift"], cost.Q, A, index, contacts,
+                          facts.h, problem.v_lower, problem.v_upper, facts.object_v_idx)
+        if found is None:
+            return None
+        v, duals, speeds = found
+        return QpSolution(v, contact_impulses(contacts, index, duals), "optimal",
+                          time.perf_counter() - start, len(duals), duals,
+                          sliding_speeds=speeds, lift_iterations=0)
+
+    def _projection(self, problem: StepProblem) -> np.ndarray:
+        """Return P, the proximal centre's projection onto translation (``proximal_drag``)."""
+        return translation_projection(problem.M_u,
+                                      rotation_rows(problem.J_w, self.facts.object_v_idx))
+
+    def _cost(self, problem: StepProblem) -> QpCost:
+        """Return the step QP's Q and b (module docstring), robots' inertia included."""
         facts = self.facts
         M_u = problem.M_u if facts.quasi_dynamic else self.inertia_scale * problem.M_u
         cost = qp_cost(facts.n_v, facts.h, facts.robot_v_idx, facts.stiffness, problem.q_a,
                        spring_reference(problem, facts.h), facts.object_v_idx, M_u,
                        problem.tau_u)
+        if facts.robot_damping is None:
+            return cost
+        return with_robot_inertia(cost, facts.h, facts.robot_v_idx, facts.robot_damping,
+                                  problem.M_a, problem.v_a, problem.v_cmd)
+
+    def _centred(self, cost: QpCost, M_u: np.ndarray, centre: Optional[np.ndarray]) -> QpCost:
+        """Return the cost with b_u shifted by -eps M_u centre (``proximal_drag.py``)."""
+        if centre is None:
+            return cost
+        b = cost.b.copy()
+        b[self.facts.object_v_idx] -= self.inertia_scale * (M_u @ centre)
+        return QpCost(cost.Q, b)
+
+    def _solve_cost(self, cost: QpCost, problem: StepProblem, contacts: ContactSet,
+                    speeds: Optional[np.ndarray] = None) -> QpSolution:
+        """Solve the step QP with this cost (the pyramid's fixed point, the cone, the barrier)."""
+        facts = self.facts
         kappa = self.settings.log_barrier_weight
         if self.settings.friction_cone == "exact":
             return self._solve_cones(cost, contacts, problem)
@@ -174,11 +295,12 @@ class QpFormulation(Formulation):
                                  self.solver)
         if kappa is None:
             rows = friction_cone_rows(contacts)      # the same for every solve of the step
+            start = speeds       # a nearby fixed point's speeds (the last proximal iterate's)
             solution, speeds, iterations, residual = fixed_point(
                 lambda s: solve_qp_step(cost, contacts, facts.h, problem.v_lower,
                                         problem.v_upper, self.solver, s, rows),
                 lambda solution, s: self._newton(cost, contacts, rows, problem, solution, s),
-                contacts, facts.h)
+                contacts, facts.h, start)
             return replace(solution, sliding_speeds=speeds, lift_iterations=iterations,
                            lift_residual=residual)
         A, index = friction_cone_rows(contacts)
@@ -236,7 +358,9 @@ class QpFormulation(Formulation):
         if self.settings.log_barrier_weight is not None:
             return self._barrier_derivative(problem, contacts, solution, changes, delta)
         v, beta, speeds = solution.v, solution.duals, solution.sliding_speeds
-        base = self._kkt_data(problem, contacts, speeds=speeds)
+        base = self._kkt_data(problem, contacts, speeds=speeds,
+                              previous=None if solution.proximal_previous is None
+                              else solution.proximal_previous.v[self.facts.object_v_idx])
         Q, b, A, lower, v_lower, v_upper = base
         active = active_set(Q, b, A, lower, v_lower, v_upper, v, beta)
         A_c, tie = A, False
@@ -246,16 +370,24 @@ class QpFormulation(Formulation):
         df, dl = np.zeros((n, k)), np.zeros((len(lower), k))
         d_lower, d_upper = np.zeros((n, k)), np.zeros((n, k))
         broken = np.full(k, tie)
+        previous = (None if solution.proximal_previous is None
+                    else solution.proximal_previous.v[self.facts.object_v_idx])
+        if previous is not None:       # the centre P v_u^(k-1) moves with the last iterate
+            d_before, broken_before = self.solution_derivative(
+                problem, contacts, solution.proximal_previous, changes, delta)
+            df[self.facts.object_v_idx] -= self.inertia_scale * (
+                problem.M_u @ self._projection(problem) @ d_before[self.facts.object_v_idx])
+            broken |= broken_before
         for j, (plus, minus) in enumerate(changes):
             high, low = (self._kkt_data(*step, rows=base if step[1] is contacts else None,
                                         speeds=None if speeds is None
-                                        else sliding_speeds(step[1], v))
+                                        else sliding_speeds(step[1], v), previous=previous)
                          for step in (plus, minus))
             if high[2].shape != A.shape or low[2].shape != A.shape:
                 broken[j] = True
                 continue
             dQ, db, dlo, dhi = (central_difference(high[i], low[i], delta) for i in (0, 1, 4, 5))
-            df[:, j] = dQ @ v + db
+            df[:, j] += dQ @ v + db
             if high[2] is not A or low[2] is not A:     # the rows changed too
                 dA, d_rows = (central_difference(high[i], low[i], delta) for i in (2, 3))
                 df[:, j] -= dA.T @ beta
@@ -287,18 +419,19 @@ class QpFormulation(Formulation):
         return dx, broken
 
     def _kkt_data(self, problem: StepProblem, contacts: ContactSet,
-                  rows: Optional[tuple] = None, speeds: Optional[np.ndarray] = None) -> tuple:
+                  rows: Optional[tuple] = None, speeds: Optional[np.ndarray] = None,
+                  previous: Optional[np.ndarray] = None) -> tuple:
         """
         Return (Q, b, A, lower, v_lower, v_upper) of the step QP (as ``solve`` builds it).
 
         ``rows``: data of a step with the same contacts, whose A and lower are
-        reused; ``speeds``: the sliding speeds that shift the rows' bounds.
+        reused; ``speeds``: the sliding speeds that shift the rows' bounds;
+        ``previous``: the last proximal iterate's v_u, whose projection is the
+        centre that shifts b (``proximal_drag.py``).
         """
         facts = self.facts
-        M_u = problem.M_u if facts.quasi_dynamic else self.inertia_scale * problem.M_u
-        cost = qp_cost(facts.n_v, facts.h, facts.robot_v_idx, facts.stiffness, problem.q_a,
-                       spring_reference(problem, facts.h), facts.object_v_idx, M_u,
-                       problem.tau_u)
+        cost = self._centred(self._cost(problem), problem.M_u,
+                             None if previous is None else self._projection(problem) @ previous)
         if rows is not None:
             A, lower = rows[2], rows[3]
         else:
@@ -341,6 +474,20 @@ def _assemble_cost(n_v, h, robot_v_idx, stiffness, q_a, q_ref_next, object_v_idx
             Q[object_v_idx[k], object_v_idx[m]] = object_inertia[k, m]
         b[object_v_idx[k]] = -h * tau_g_u[k]
     return Q, b
+
+
+def with_robot_inertia(cost: QpCost, h: float, robot_v_idx: np.ndarray, damping: np.ndarray,
+                       M_a: np.ndarray, v_a: np.ndarray, v_cmd: np.ndarray) -> QpCost:
+    """
+    Add the robots' inertia and damping to the step QP (module docstring, "robot inertia").
+
+    Q_aa += M_a + h D and b_a -= M_a v_a + h D v_cmd: the implicit Euler step of
+    M_a (v_a' - v_a) / h = K (qbar_a' - q_a - h v_a') + D (v_cmd - v_a') + J_a^T lambda.
+    """
+    Q, b = cost.Q.copy(), cost.b.copy()
+    Q[np.ix_(robot_v_idx, robot_v_idx)] += M_a + np.diag(h * damping)
+    b[robot_v_idx] -= M_a @ v_a + h * damping * v_cmd
+    return QpCost(Q, b)
 
 
 def quasi_static_inertia_scale(h: float, stiffness: np.ndarray, M_u: np.ndarray,

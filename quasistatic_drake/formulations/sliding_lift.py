@@ -41,6 +41,8 @@ imports neither Drake nor ROS.
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 from quasistatic_drake.contact import ContactSet
@@ -124,7 +126,8 @@ def constraint_rows(contacts: ContactSet, A: np.ndarray, index: np.ndarray,
     return A_c, tie
 
 
-def fixed_point(solve_with, newton_with, contacts: ContactSet, h: float):
+def fixed_point(solve_with, newton_with, contacts: ContactSet, h: float,
+                start: Optional[np.ndarray] = None):
     """
     Return (solution, speeds it was solved with, iterations, residual lift [m]).
 
@@ -136,9 +139,12 @@ def fixed_point(solve_with, newton_with, contacts: ContactSet, h: float):
     commands in a crowded scene), the iterate kept is the safe one that lifts
     least: safe means speeds_i <= s_i(v) for every contact, so a sliding
     contact may lift by mu_i h (s_i - speeds_i) but never penetrate.  The
-    first iterate (no shift: Anitescu's rows) is safe.
+    first iterate (no shift: Anitescu's rows) is safe.  ``start``: the speeds
+    to begin with (a nearby problem's fixed point, as the proximal iterates'
+    in ``proximal_drag.py``); if that run ends with no safe iterate, it runs
+    again from zero.
     """
-    speeds = np.zeros(contacts.n_c)
+    speeds = np.zeros(contacts.n_c) if start is None else start.copy()
     best, newton, last = None, True, np.inf
     for iteration in range(1, MAX_LIFT_ITERATIONS + 1):
         solution = solve_with(speeds)
@@ -152,6 +158,8 @@ def fixed_point(solve_with, newton_with, contacts: ContactSet, h: float):
         if np.all(gap >= -LIFT_TOL) and (best is None or residual < best[3]):
             best = (solution, speeds, iteration, residual)
         if iteration == MAX_LIFT_ITERATIONS:
+            if best is None:          # possible only from a start: from zero, the first is safe
+                return fixed_point(solve_with, newton_with, contacts, h)
             return best[0], best[1], iteration, best[3]
         newton = newton and residual < NEWTON_PROGRESS * last     # else: plain updates
         last = residual
