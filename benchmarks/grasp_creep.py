@@ -16,6 +16,7 @@ regulariser's eps M_u v / h (``formulations/qp.py``).
 
 import argparse
 from pathlib import Path
+from typing import Optional
 
 import matplotlib
 import numpy as np
@@ -92,10 +93,10 @@ def net_force_fraction(sim: QuasistaticSimulator, result, name: str) -> float:
     return float(np.linalg.norm(force) / weight)
 
 
-def push_drag(stiffness: float, steps: int = 15) -> list:
+def push_drag(stiffness: float, steps: int = 15, changes: Optional[dict] = None) -> list:
     """Return the net force over the weight per step of a box pushed at 0.1 m/s."""
     sim = QuasistaticSimulator(Scenario.from_dict({
-        'include': 'finger_push.yaml',
+        'include': 'finger_push.yaml', **(changes or {}),
         'robots': [{'name': 'finger', 'file': 'package://quasistatic_drake/urdf/finger.urdf',
                     'stiffness': [stiffness] * 3, 'initial_positions': [-0.08, 0.0, 0.05]}]},
         base_dir=CONFIG, source=f'finger push, K = {stiffness:g}'))

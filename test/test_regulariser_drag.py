@@ -32,6 +32,15 @@ CONFIG = Path(REPO_ROOT) / 'config'
 DRAG_LIMIT = 0.01       # of the object's weight
 
 
+def stiff_push(changes=None) -> QuasistaticSimulator:
+    """Return config/finger_push.yaml with a finger of K = 1e5 N/m, scenario keys changed."""
+    return QuasistaticSimulator(Scenario.from_dict({
+        'include': 'finger_push.yaml', **(changes or {}),
+        'robots': [{'name': 'finger', 'file': 'package://quasistatic_drake/urdf/finger.urdf',
+                    'stiffness': [1e5] * 3, 'initial_positions': [-0.08, 0.0, 0.05]}]},
+        base_dir=CONFIG, source='finger push, K = 1e5'))
+
+
 class _Solution:
     """A hand-built step's solution: v and the drag it leaves over the weight."""
 
@@ -118,11 +127,7 @@ def test_a_pushed_box_feels_at_most_one_percent_whatever_the_finger_stiffness(st
 
 def test_zero_iterates_keep_the_old_drag():
     """Check proximal_iterations: 0: one solve per step, and the stiff finger's drag is back."""
-    sim = QuasistaticSimulator(Scenario.from_dict({
-        'include': 'finger_push.yaml', 'qp': {'proximal_iterations': 0},
-        'robots': [{'name': 'finger', 'file': 'package://quasistatic_drake/urdf/finger.urdf',
-                    'stiffness': [1e5] * 3, 'initial_positions': [-0.08, 0.0, 0.05]}]},
-        base_dir=CONFIG, source='finger push, no iterates'))
+    sim = stiff_push({'qp': {'proximal_iterations': 0}})
     q, q_ref = sim.default_positions(), None
     for _ in range(6):
         result = sim.step(q, {'finger': np.array([0.1, 0.0, 0.0])}, q_ref=q_ref)
@@ -152,11 +157,7 @@ def test_an_iterate_predicted_on_the_active_set_is_the_full_solve(monkeypatch):
 
 def test_the_pushed_box_ends_where_the_finger_takes_it_and_on_the_table():
     """Check the stiff push: the box keeps pace with the finger's 0.1 m/s, on the table."""
-    sim = QuasistaticSimulator(Scenario.from_dict({
-        'include': 'finger_push.yaml',
-        'robots': [{'name': 'finger', 'file': 'package://quasistatic_drake/urdf/finger.urdf',
-                    'stiffness': [1e5] * 3, 'initial_positions': [-0.08, 0.0, 0.05]}]},
-        base_dir=CONFIG, source='finger push, K = 1e5'))
+    sim = stiff_push()
     q, q_ref = sim.default_positions(), None
     x = []
     for _ in range(15):

@@ -138,7 +138,7 @@ class QpSettings:
     proximal_iterations: int = setting(
         6, count(), "quasi-static mode: proximal-point iterates that remove the regulariser "
         "eps M_u's drag on moving objects (formulations/proximal_drag.py); 0: one solve, the "
-        "drag as it is")
+        "drag as it is.  The log-barrier form (a smoothing itself) takes none")
 
 
 class QpFormulation(Formulation):
@@ -189,10 +189,9 @@ class QpFormulation(Formulation):
               warm_start=None) -> QpSolution:
         """Assemble Q and b for robots as springs and solve the step QP (with its centres)."""
         cost = self._cost(problem)
-        if not self.removes_drag:
-            return self._solve_cost(cost, problem, contacts)
-
-        return self._solve_proximal(cost, problem, contacts)
+        if self.removes_drag:
+            return self._solve_proximal(cost, problem, contacts)
+        return self._solve_cost(cost, problem, contacts)
 
     def _solve_proximal(self, cost: QpCost, problem: StepProblem,
                         contacts: ContactSet) -> QpSolution:
@@ -358,9 +357,9 @@ class QpFormulation(Formulation):
         if self.settings.log_barrier_weight is not None:
             return self._barrier_derivative(problem, contacts, solution, changes, delta)
         v, beta, speeds = solution.v, solution.duals, solution.sliding_speeds
-        base = self._kkt_data(problem, contacts, speeds=speeds,
-                              previous=None if solution.proximal_previous is None
-                              else solution.proximal_previous.v[self.facts.object_v_idx])
+        previous = (None if solution.proximal_previous is None
+                    else solution.proximal_previous.v[self.facts.object_v_idx])
+        base = self._kkt_data(problem, contacts, speeds=speeds, previous=previous)
         Q, b, A, lower, v_lower, v_upper = base
         active = active_set(Q, b, A, lower, v_lower, v_upper, v, beta)
         A_c, tie = A, False
@@ -370,8 +369,6 @@ class QpFormulation(Formulation):
         df, dl = np.zeros((n, k)), np.zeros((len(lower), k))
         d_lower, d_upper = np.zeros((n, k)), np.zeros((n, k))
         broken = np.full(k, tie)
-        previous = (None if solution.proximal_previous is None
-                    else solution.proximal_previous.v[self.facts.object_v_idx])
         if previous is not None:       # the centre P v_u^(k-1) moves with the last iterate
             d_before, broken_before = self.solution_derivative(
                 problem, contacts, solution.proximal_previous, changes, delta)
