@@ -189,3 +189,13 @@ def test_a_bad_proximal_iterations_is_refused_with_the_key(value):
         QuasistaticSimulator(Scenario.from_dict({
             'include': 'finger_push.yaml', 'qp': {'proximal_iterations': value}},
             base_dir=CONFIG, source='bad iterates'))
+
+
+def test_a_prediction_without_held_constraints_does_not_end_the_process():
+    """Check the multipliers of an empty held set (scipy's nnls aborts on an empty matrix)."""
+    from quasistatic_drake.formulations.active_set_step import _signed_multipliers
+    assert _signed_multipliers(np.zeros((0, 3)), np.zeros(3), 0, 1e-9).shape == (0,)
+    assert _signed_multipliers(np.zeros((0, 3)), np.ones(3), 0, 1e-9) is None
+    assert _signed_multipliers(np.ones((1, 3)), np.full(3, np.nan), 1, 1e-9) is None
+    mu = _signed_multipliers(np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([2.0, -3.0]), 1, 1e-9)
+    np.testing.assert_allclose(mu, [2.0, -3.0])             # a row's >= 0, a bound's <= 0

@@ -11,8 +11,9 @@ point), the KKT conditions
     Q v + b = E_s^T mu,    E_c v = e
 
 give v(b_u + db_u) = v + S db_u, with S = dv/db_u from one null-space solve
-(``qp_sensitivity.equality_constrained``) with n_u right-hand sides, and the
-multipliers mu = (E_s^T)^+ (Q v + b).  A predicted solution is accepted
+(``qp_sensitivity.equality_constrained``) with n_u right-hand sides; the
+multipliers are found by non-negative least squares on E_s^T mu = Q v + b
+(the held rows may be dependent).  A predicted solution is accepted
 only if it meets every condition of the full solve's solution: each row
 and bound feasible (the rows' bounds taken at the predicted sliding speeds),
 every held multiplier of the right sign, stationarity on E, and every
@@ -38,8 +39,7 @@ from quasistatic_drake.formulations.qp_sensitivity import (ACTIVE_TOL, active_se
 from quasistatic_drake.formulations.sliding_lift import (binding_directions, constraint_rows,
                                                          LIFT_TOL, row_bounds, sliding_speeds)
 
-STATIONARITY_TOL = 1e-8     # relative: the held constraints' residual in Q dv + db = E_s^T dmu
-RCOND = 1e-10               # relative: E_s's singular values below this are dependent rows
+STATIONARITY_TOL = 1e-8     # relative: the residual of Q v + b = E_s^T mu with signed mu
 
 
 @dataclass(frozen=True)
@@ -51,8 +51,6 @@ class ActiveSetResponse:
     rows: np.ndarray                # the held rows of A
     n_lower: int                    # how many held lower bounds follow the rows in E
     S: np.ndarray                   # n x n_u: dv / db_u
-    mu: np.ndarray                  # the base's multipliers on E (rows, lower, upper bounds)
-    multipliers: np.ndarray         # (E_s^T)^+, cut at a relative RCOND: dmu from a change
     E_s: np.ndarray                 # the held constraints' stationarity rows
     binding: Optional[np.ndarray]   # j* per contact at the base (None: Anitescu's rows)
 
@@ -82,12 +80,8 @@ def response(Q: np.ndarray, b: np.ndarray, A: np.ndarray, index: np.ndarray,
     E_s = np.vstack([A[held[0]], identity[held[1]], identity[held[2]]])
     F = identity[:, object_v_idx]
     S = equality_constrained(Q, E_c, np.zeros((E_c.shape[0], len(object_v_idx))), F, E_s)
-    nu = Q @ v + b - A.T @ duals
-    mu = np.concatenate([duals[held[0]], nu[held[1]], nu[held[2]]])
-    multipliers = (np.linalg.pinv(E_s.T, rcond=RCOND) if E_s.shape[0]
-                   else np.zeros((0, len(v))))
     return ActiveSetResponse(v=v, b=b, rows=active.rows, n_lower=len(active.lower), S=S,
-                             mu=mu, multipliers=multipliers, E_s=E_s, binding=binding)
+                             E_s=E_s, binding=binding)
 
 
 def predicted(base: ActiveSetResponse, db_u: np.ndarray, Q: np.ndarray, A: np.ndarray,
@@ -118,20 +112,13 @@ def predicted(base: ActiveSetResponse, db_u: np.ndarray, Q: np.ndarray, A: np.nd
         return None
     if np.any(v < v_lower - ACTIVE_TOL * scale) or np.any(v > v_upper + ACTIVE_TOL * scale):
         return None
-    change = Q @ dv
-    change[object_v_idx] += db_u
-    d_mu = base.multipliers @ change
-    mu = base.mu + d_mu
-    force = 1.0 + np.abs(Q @ v + base.b).max(initial=0.0) + np.abs(mu).max(initial=0.0)
-    if np.abs(base.E_s.T @ d_mu - change).max(initial=0.0) > STATIONARITY_TOL * force:
+    gradient = Q @ v + base.b
+    gradient[object_v_idx] += db_u
+    force = 1.0 + np.abs(gradient).max(initial=0.0)
+    mu = _signed_multipliers(base.E_s, gradient, len(base.rows) + base.n_lower,
+                             STATIONARITY_TOL * force)
+    if mu is None:
         return None
-    split = len(base.rows) + base.n_lower
-    if np.any(mu[:split] < -ACTIVE_TOL * force) or np.any(mu[split:] > ACTIVE_TOL * force):
-        mu = _signed_multipliers(base.E_s, Q @ v + base.b + _embedded(db_u, len(v),
-                                                                      object_v_idx),
-                                 split, STATIONARITY_TOL * force)
-        if mu is None:
-            return None
     duals = np.zeros(len(lower))
     duals[base.rows] = np.maximum(mu[:len(base.rows)], 0.0)
     return v, duals, speeds
@@ -146,23 +133,23 @@ def held_speeds(contacts: ContactSet, binding: np.ndarray, v: np.ndarray) -> np.
     return speeds
 
 
-def _embedded(db_u: np.ndarray, n: int, object_v_idx: np.ndarray) -> np.ndarray:
-    """Return db_u in the rows of v."""
-    db = np.zeros(n)
-    db[object_v_idx] = db_u
-    return db
-
-
 def _signed_multipliers(E_s: np.ndarray, gradient: np.ndarray, split: int,
                         tol: float) -> Optional[np.ndarray]:
     """
     Return multipliers mu with E_s^T mu = gradient, >= 0 before ``split``, <= 0 after, or None.
 
     The held rows may be dependent (a sticking contact's cone rows share its
-    normal): the least-norm change of the multipliers can then leave a row
-    negative though other multipliers balance the same force.  Non-negative
-    least squares finds them where they exist.
+    normal): least-norm multipliers can then leave a row negative though
+    others balance the same force.  Non-negative least squares finds
+    multipliers of the right signs where they exist.
     """
+    if E_s.shape[0] == 0:      # scipy's nnls aborts the interpreter on an empty matrix
+        return np.zeros(0) if np.abs(gradient).max(initial=0.0) <= tol else None
+    if not (np.all(np.isfinite(E_s)) and np.all(np.isfinite(gradient))):
+        return None
     signs = np.where(np.arange(E_s.shape[0]) < split, 1.0, -1.0)
-    mu, residual = nnls(E_s.T * signs, gradient)
+    try:
+        mu, residual = nnls(E_s.T * signs, gradient)
+    except (RuntimeError, ValueError):      # its iteration limit: solve in full instead
+        return None
     return mu * signs if residual <= tol else None
