@@ -292,7 +292,7 @@ class QuasistaticSimulator:
         q_ref = self._start_reference(q, q_ref)
         warm_start = self.formulation.checked_warm_start(warm_start)
         tau_ext = self._checked_object_forces(object_forces)
-        v_a = self._checked_robot_velocity(robot_velocity, gradients)
+        v_a = self._checked_robot_velocity(robot_velocity)
         if not any(gradients is mode or (isinstance(gradients, str) and gradients == mode)
                    for mode in GRADIENT_MODES):
             raise CommandError(f"gradients must be True, False or 'commands', got "
@@ -303,6 +303,11 @@ class QuasistaticSimulator:
             raise CommandError(
                 f"gradients=True: formulation {self.formulation.name!r} gives no step "
                 f"gradients here. Fix: {self.formulation.gradients_fix}.")
+        if gradients and self.scenario.robot_inertia:
+            raise CommandError("gradients: under robot_inertia the step depends on the "
+                               "robots' velocity too, and its derivative in that velocity is "
+                               "not computed, so chained gradients would be wrong. Fix: "
+                               "robot_inertia: false, or gradients=False.")
         try:
             result = self._step(q, q_ref, v_bar, warm_start, start, tau_ext, gradients, v_a)
             if reference_of_q and result.dq_next_dq is not None:
@@ -335,7 +340,7 @@ class QuasistaticSimulator:
         """
         q = self._checked_q(q0).copy()
         q_ref = self._start_reference(q, q_ref)
-        v_a = self._checked_robot_velocity(robot_velocity, False)
+        v_a = self._checked_robot_velocity(robot_velocity)
         qs, refs, velocities, results = [q], [q_ref], [v_a], []
         for k, v_cmd in enumerate(commands):
             try:
@@ -367,8 +372,7 @@ class QuasistaticSimulator:
             contacts = formulation.contacts(self.detector.detect(tolerance, pairs))
             attempt = self._solve(problem, contacts, warm_start)
             if attempt.solution.v is None:
-                return replace(self._failure(q, q_ref, contacts, attempt, warm_start, start),
-                               robot_velocity_next=v_a)
+                return self._failure(q, q_ref, v_a, contacts, attempt, warm_start, start)
             wider = self._tolerance_for_sweep(attempt.solution.v, tolerance)
             if wider is None or resolves == MAX_RESOLVES:
                 break
@@ -729,15 +733,15 @@ class QuasistaticSimulator:
         pairs = self._pairs(q, self.scenario.contact_detection_tolerance)
         return min((p.distance for p in pairs if np.isfinite(p.distance)), default=np.inf)
 
-    def _failure(self, q, q_ref, contacts, attempt: "_Attempt", warm_start,
+    def _failure(self, q, q_ref, v_a, contacts, attempt: "_Attempt", warm_start,
                  start) -> StepResult:
-        """Return the result of a failed solve: q, the reference and the warm start kept."""
+        """Return the result of a failed solve: q, the reference, v_a and the warm start kept."""
         return StepResult(q_next=q, status=attempt.solution.status,
                           solve_time=attempt.solve_time, q_ref_next=q_ref, v=None,
                           contact_set=contacts,
                           **self._impulse_fields(np.zeros((contacts.n_c, 3))),
                           step_time=time.perf_counter() - start, warm_start_next=warm_start,
-                          solution=attempt.solution)
+                          solution=attempt.solution, robot_velocity_next=v_a)
 
     def _impulse_fields(self, impulses_W: np.ndarray) -> dict:
         """Return forces [N] (impulse / h), or scaled impulses if the formulation has them."""
@@ -832,24 +836,18 @@ class QuasistaticSimulator:
         stiffness = np.concatenate([r.stiffness for r in self.model.robots])
         return 2.0 * ratios * np.sqrt(stiffness * diagonal)
 
-    def _checked_robot_velocity(self, robot_velocity, gradients) -> Optional[np.ndarray]:
-        """Return v_a under robot_inertia (zeros for None); refuse it, or gradients, else."""
+    def _checked_robot_velocity(self, robot_velocity) -> Optional[np.ndarray]:
+        """Return v_a under robot_inertia (zeros for None); refuse one without it."""
         if not self.scenario.robot_inertia:
             if robot_velocity is not None:
                 raise CommandError("robot_velocity: only a scenario with robot_inertia: true "
                                    "has robot velocities as state. Fix: pass "
                                    "robot_velocity=None, or set robot_inertia: true.")
             return None
-        if gradients:
-            raise CommandError("gradients: under robot_inertia the step depends on the "
-                               "robots' velocity too, and its derivative in that velocity is "
-                               "not computed, so chained gradients would be wrong. Fix: "
-                               "robot_inertia: false, or gradients=False.")
         if robot_velocity is None:
             return np.zeros(len(self._robot_v_idx))
-        names = [f"{r.name}/{j}" for r in self.model.robots for j in r.joint_names]
         return self._checked_vector(robot_velocity, len(self._robot_v_idx), "robot_velocity",
-                                    names)
+                                    self._robot_joint_labels())
 
     def _weight_of_objects(self) -> float:
         """Return the objects' total weight |g| sum(m) [N]."""
@@ -996,10 +994,14 @@ class QuasistaticSimulator:
             offset += n
         return tau
 
+    def _robot_joint_labels(self) -> list[str]:
+        """Return "robot/joint" per robot joint, scenario order (for messages)."""
+        return [f"{r.name}/{j}" for r in self.model.robots for j in r.joint_names]
+
     def _start_reference(self, q: np.ndarray, q_ref: Optional[np.ndarray]) -> np.ndarray:
         if q_ref is not None:
-            names = [f"{r.name}/{j}" for r in self.model.robots for j in r.joint_names]
-            return self._checked_vector(q_ref, len(self._robot_q_idx), "q_ref", names)
+            return self._checked_vector(q_ref, len(self._robot_q_idx), "q_ref",
+                                        self._robot_joint_labels())
         return q[self._robot_q_idx].copy()
 
 

@@ -35,7 +35,7 @@ from scipy.optimize import nnls
 
 from quasistatic_drake.contact import ContactSet
 from quasistatic_drake.formulations.qp_sensitivity import (ACTIVE_TOL, active_set,
-                                                           equality_constrained)
+                                                           equality_constrained, held_rows)
 from quasistatic_drake.formulations.sliding_lift import (binding_directions, constraint_rows,
                                                          LIFT_TOL, row_bounds, sliding_speeds)
 
@@ -74,11 +74,8 @@ def response(Q: np.ndarray, b: np.ndarray, A: np.ndarray, index: np.ndarray,
         if tie:
             return None
         binding = binding_directions(contacts, v)[0]
-    identity = np.eye(len(v))
-    held = (active.rows, active.lower, active.upper)
-    E_c = np.vstack([A_c[held[0]], identity[held[1]], identity[held[2]]])
-    E_s = np.vstack([A[held[0]], identity[held[1]], identity[held[2]]])
-    F = identity[:, object_v_idx]
+    E_c, E_s = (held_rows(m, active.rows, active.lower, active.upper) for m in (A_c, A))
+    F = np.eye(len(v))[:, object_v_idx]
     S = equality_constrained(Q, E_c, np.zeros((E_c.shape[0], len(object_v_idx))), F, E_s)
     return ActiveSetResponse(v=v, b=b, rows=active.rows, n_lower=len(active.lower), S=S,
                              E_s=E_s, binding=binding)

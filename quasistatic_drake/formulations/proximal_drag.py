@@ -24,8 +24,8 @@ The Hessian, the rows and their conditioning are the plain step QP's at
 every iterate; only b changes.  The drag left is eps M_u (v_u - c) / h.
 In a direction that the robots' springs price through the contacts
 (curvature c_s against eps M_u) it shrinks by eps / (eps + c_s) per
-iterate: at most r / (1 + r) = 0.09 against the softest spring of the
-scene, much less against a stiffer one.
+iterate: at most r / (1 + r) = 0.23 (r = 0.3) against the softest spring
+of the scene, much less against a stiffer one.
 
 P keeps translation only.  It is the M_u-orthogonal projection onto the
 object velocities that turn no object body (J_w v_u = 0): a free body's
@@ -35,12 +35,13 @@ eps I omega / h stays as in the plain step QP.  With the pyramidal
 friction cone nothing else prices an object's turn while it slides (a
 box's sliding corners keep their pyramid edges as it turns); moving the
 centre in rotation too let a box pushed through its centre by a point
-finger yaw 1.8 times more per step and tip off the table's side 7 mm
-early (measured; ``test_robustness.py``).  A joint that only turns (a
+finger tip off the table's side 7 mm before its centre of mass passed the
+edge (measured; ``test_robustness.py``).  A joint that only turns (a
 door's hinge) keeps its drag.
 
-The number of iterates is fixed (``qp: {proximal_iterations: N}``, 3 by
-default), not chosen by a tolerance: each iterate is a continuous function
+The number of iterates is fixed (``qp: {proximal_iterations: N}``, 6 by
+default, with r = 0.3: ``benchmarks/regulariser.py``), not chosen by a
+tolerance: each iterate is a continuous function
 of the step's data, so the step stays continuous for planners and finite
 differences (a stopping test on the drag made the box-turn plan's finite
 differences fail: v jumped by 1 mm where the count changed).  A direction
@@ -66,7 +67,6 @@ SETTLED = 1e-9               # drag over weight below which the next centre chan
 class ObjectRuns:
     """Each object's run of the QP's object velocities and its mass (for the drag's scale)."""
 
-    object_v_idx: np.ndarray         # the objects' velocities in v
     slices: tuple[slice, ...]        # each object's run in v_u (object_v_idx order)
     masses: np.ndarray               # [kg]
     gravity: float                   # |g| [m/s^2]
@@ -141,7 +141,6 @@ def proximal_solve(solve_with: Callable[[Optional[object]], object],
 def object_runs(facts) -> ObjectRuns:
     """Return the objects' runs of v_u, their masses and |g| (``ModelFacts``)."""
     ends = np.cumsum((0,) + tuple(facts.object_sizes))
-    return ObjectRuns(object_v_idx=np.asarray(facts.object_v_idx),
-                      slices=tuple(slice(int(a), int(b)) for a, b in zip(ends[:-1], ends[1:])),
+    return ObjectRuns(slices=tuple(slice(int(a), int(b)) for a, b in zip(ends[:-1], ends[1:])),
                       masses=np.asarray(facts.object_masses, dtype=float),
                       gravity=float(np.linalg.norm(facts.gravity)))

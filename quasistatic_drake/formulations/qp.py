@@ -79,7 +79,7 @@ from quasistatic_drake.formulations.log_barrier import (barrier_derivative, solv
                                                         stacked_rows)
 from quasistatic_drake.formulations.proximal_drag import (drag_fractions, object_runs,
                                                           proximal_solve, rotation_rows,
-                                                          translation_projection)
+                                                          SETTLED, translation_projection)
 from quasistatic_drake.formulations.qp_backends import QpSolverResult, solve_daqp
 from quasistatic_drake.formulations.qp_sensitivity import (active_set, central_difference,
                                                            solution_derivative)
@@ -200,30 +200,42 @@ class QpFormulation(Formulation):
 
         An iterate is first predicted on the last full solve's active set
         (``active_set_step.py``: the same solution to round-off where it
-        holds), else solved in full.
+        holds), else solved in full.  The projection P is built only where
+        an object moves: the plain solve's whole drag (rotation included)
+        bounds its translational drag, and below SETTLED it is reported.
         """
         facts, M_u = self.facts, problem.M_u
-        P = self._projection(problem)
+        identity = np.eye(len(facts.object_v_idx))
+        projection: list = []             # P, once an object moves
+
+        def translation() -> np.ndarray:
+            if not projection:
+                projection.append(self._projection(problem))
+            return projection[0]
         predicts = self.settings.friction_cone == "pyramid"
         rows = friction_cone_rows(contacts) if predicts else None
         last_full: dict = {}
 
         def solve_from(previous: Optional[QpSolution]) -> QpSolution:
             centre = (np.zeros(len(facts.object_v_idx)) if previous is None
-                      else P @ previous.v[facts.object_v_idx])
-            shift = -self.inertia_scale * (M_u @ centre)       # b_u's change from b's
+                      else translation() @ previous.v[facts.object_v_idx])
+            shift = self._centre_shift(M_u, centre)       # b_u's change from b's
             solution = (self._predicted(last_full, cost, shift, problem, contacts, rows)
                         if previous is not None and predicts else None)
             if solution is None:
-                solution = self._solve_cost(self._centred(cost, M_u, centre), problem,
-                                            contacts, None if previous is None
-                                            else previous.sliding_speeds)
+                solution = self._solve_cost(self._shifted(cost, shift), problem, contacts,
+                                            None if previous is None
+                                            else previous.sliding_speeds, rows)
                 last_full.clear()
                 last_full.update(solution=solution, shift=shift)
             if solution.v is None:
                 return solution
-            drag = drag_fractions(self.inertia_scale, M_u, P, solution.v[facts.object_v_idx],
-                                  centre, facts.h, self.object_runs)
+            v_u = solution.v[facts.object_v_idx]
+            drag = drag_fractions(self.inertia_scale, M_u, identity, v_u, centre, facts.h,
+                                  self.object_runs)
+            if previous is not None or np.max(drag, initial=0.0) > SETTLED:
+                drag = drag_fractions(self.inertia_scale, M_u, translation(), v_u, centre,
+                                      facts.h, self.object_runs)
             return replace(solution, proximal_centre=None if previous is None else centre,
                            proximal_previous=previous,
                            drag_fraction=float(np.max(drag, initial=0.0)))
@@ -240,11 +252,10 @@ class QpFormulation(Formulation):
         start = time.perf_counter()
         facts, (A, index) = self.facts, rows
         if "response" not in last_full:
-            b = cost.b.copy()
-            b[facts.object_v_idx] += last_full["shift"]
             last_full["response"] = response(
-                cost.Q, b, A, index, contacts, facts.h, problem.v_lower, problem.v_upper,
-                full.v, full.duals, full.sliding_speeds, facts.object_v_idx)
+                cost.Q, self._shifted(cost, last_full["shift"]).b, A, index, contacts,
+                facts.h, problem.v_lower, problem.v_upper, full.v, full.duals,
+                full.sliding_speeds, facts.object_v_idx)
         base = last_full["response"]
         if base is None:
             return None
@@ -274,16 +285,19 @@ class QpFormulation(Formulation):
         return with_robot_inertia(cost, facts.h, facts.robot_v_idx, facts.robot_damping,
                                   problem.M_a, problem.v_a, problem.v_cmd)
 
-    def _centred(self, cost: QpCost, M_u: np.ndarray, centre: Optional[np.ndarray]) -> QpCost:
-        """Return the cost with b_u shifted by -eps M_u centre (``proximal_drag.py``)."""
-        if centre is None:
-            return cost
+    def _centre_shift(self, M_u: np.ndarray, centre: np.ndarray) -> np.ndarray:
+        """Return b_u's change -eps M_u c for the proximal centre c (``proximal_drag.py``)."""
+        return -self.inertia_scale * (M_u @ centre)
+
+    def _shifted(self, cost: QpCost, shift: np.ndarray) -> QpCost:
+        """Return the cost with b_u changed by ``shift``."""
         b = cost.b.copy()
-        b[self.facts.object_v_idx] -= self.inertia_scale * (M_u @ centre)
+        b[self.facts.object_v_idx] += shift
         return QpCost(cost.Q, b)
 
     def _solve_cost(self, cost: QpCost, problem: StepProblem, contacts: ContactSet,
-                    speeds: Optional[np.ndarray] = None) -> QpSolution:
+                    speeds: Optional[np.ndarray] = None,
+                    rows: Optional[tuple] = None) -> QpSolution:
         """Solve the step QP with this cost (the pyramid's fixed point, the cone, the barrier)."""
         facts = self.facts
         kappa = self.settings.log_barrier_weight
@@ -291,9 +305,10 @@ class QpFormulation(Formulation):
             return self._solve_cones(cost, contacts, problem)
         if kappa is None and self.settings.anitescu_lift:
             return solve_qp_step(cost, contacts, facts.h, problem.v_lower, problem.v_upper,
-                                 self.solver)
+                                 self.solver, rows=rows)
         if kappa is None:
-            rows = friction_cone_rows(contacts)      # the same for every solve of the step
+            if rows is None:                         # the same for every solve of the step
+                rows = friction_cone_rows(contacts)
             start = speeds       # a nearby fixed point's speeds (the last proximal iterate's)
             solution, speeds, iterations, residual = fixed_point(
                 lambda s: solve_qp_step(cost, contacts, facts.h, problem.v_lower,
@@ -356,6 +371,18 @@ class QpFormulation(Formulation):
         """
         if self.settings.log_barrier_weight is not None:
             return self._barrier_derivative(problem, contacts, solution, changes, delta)
+        P = self._projection(problem) if solution.proximal_previous is not None else None
+        return self._iterate_derivative(problem, contacts, solution, changes, delta, P)
+
+    def _iterate_derivative(self, problem: StepProblem, contacts: ContactSet,
+                            solution: QpSolution, changes: list, delta: float,
+                            P: Optional[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """
+        Return dv'/dtheta of one solve of the step (``solution_derivative``), chained.
+
+        A proximal iterate's centre P v_u^(k-1) moves with the iterate before
+        it: its derivative enters the linear term as -eps M_u P dv_u^(k-1).
+        """
         v, beta, speeds = solution.v, solution.duals, solution.sliding_speeds
         previous = (None if solution.proximal_previous is None
                     else solution.proximal_previous.v[self.facts.object_v_idx])
@@ -369,11 +396,11 @@ class QpFormulation(Formulation):
         df, dl = np.zeros((n, k)), np.zeros((len(lower), k))
         d_lower, d_upper = np.zeros((n, k)), np.zeros((n, k))
         broken = np.full(k, tie)
-        if previous is not None:       # the centre P v_u^(k-1) moves with the last iterate
-            d_before, broken_before = self.solution_derivative(
-                problem, contacts, solution.proximal_previous, changes, delta)
-            df[self.facts.object_v_idx] -= self.inertia_scale * (
-                problem.M_u @ self._projection(problem) @ d_before[self.facts.object_v_idx])
+        if previous is not None:
+            d_before, broken_before = self._iterate_derivative(
+                problem, contacts, solution.proximal_previous, changes, delta, P)
+            df[self.facts.object_v_idx] += self._centre_shift(
+                problem.M_u, P @ d_before[self.facts.object_v_idx])
             broken |= broken_before
         for j, (plus, minus) in enumerate(changes):
             high, low = (self._kkt_data(*step, rows=base if step[1] is contacts else None,
@@ -427,8 +454,10 @@ class QpFormulation(Formulation):
         centre that shifts b (``proximal_drag.py``).
         """
         facts = self.facts
-        cost = self._centred(self._cost(problem), problem.M_u,
-                             None if previous is None else self._projection(problem) @ previous)
+        cost = self._cost(problem)
+        if previous is not None:
+            cost = self._shifted(cost, self._centre_shift(
+                problem.M_u, self._projection(problem) @ previous))
         if rows is not None:
             A, lower = rows[2], rows[3]
         else:

@@ -133,14 +133,10 @@ def solution_derivative(H: np.ndarray, A: np.ndarray, active: ActiveSet, df: np.
     conditions keep A's rows.
     """
     A_c = A if A_constraint is None else A_constraint
-    identity = np.eye(H.shape[0])
-
-    def stacked(rows, at_lower, at_upper, matrix=A_c):
-        return np.vstack([matrix[rows], identity[at_lower], identity[at_upper]])
-    E, E_s = (stacked(active.rows, active.lower, active.upper, m) for m in (A_c, A))
+    E, E_s = (held_rows(m, active.rows, active.lower, active.upper) for m in (A_c, A))
     de = np.vstack([dl[active.rows], dx_lower[active.lower], dx_upper[active.upper]])
     dx = equality_constrained(H, E, de, df, E_s)
-    W, W_s = (stacked(active.weak_rows, active.weak_lower, active.weak_upper, m)
+    W, W_s = (held_rows(m, active.weak_rows, active.weak_lower, active.weak_upper)
               for m in (A_c, A))
     dw = np.vstack([dl[active.weak_rows], dx_lower[active.weak_lower],
                     dx_upper[active.weak_upper]])
@@ -157,6 +153,13 @@ def solution_derivative(H: np.ndarray, A: np.ndarray, active: ActiveSet, df: np.
         1.0 + np.abs(H).max(initial=0.0))
     rescued = moved & consistent & unpriced
     return Derivative(np.where(rescued, kept, dx), moved & ~rescued)
+
+
+def held_rows(matrix: np.ndarray, rows: np.ndarray, at_lower: np.ndarray,
+              at_upper: np.ndarray) -> np.ndarray:
+    """Return ``matrix``'s rows and the bounds' unit rows stacked: constraints held as E x = e."""
+    identity = np.eye(matrix.shape[1])
+    return np.vstack([matrix[rows], identity[at_lower], identity[at_upper]])
 
 
 def equality_constrained(H: np.ndarray, E: np.ndarray, de: np.ndarray, df: np.ndarray,

@@ -46,7 +46,8 @@ from typing import Optional
 import numpy as np
 
 from quasistatic_drake.contact import ContactSet
-from quasistatic_drake.formulations.qp_sensitivity import ActiveSet, equality_constrained
+from quasistatic_drake.formulations.qp_sensitivity import (ActiveSet, equality_constrained,
+                                                           held_rows)
 
 LIFT_TOL = 1e-10          # [m] mu h |s^(k+1) - s^k| at the fixed point (round-off: ~1e-12)
 MAX_LIFT_ITERATIONS = 25  # a fixed point not met by then keeps its best safe iterate
@@ -99,10 +100,8 @@ def newton_velocity(H: np.ndarray, f: np.ndarray, A: np.ndarray, index: np.ndarr
     stationarity conditions keep A's rows (``equality_constrained``).
     """
     A_c, _ = constraint_rows(contacts, A, index, v)
-    identity = np.eye(len(v))
     rows = active.rows
-    E_c = np.vstack([A_c[rows], identity[active.lower], identity[active.upper]])
-    E_s = np.vstack([A[rows], identity[active.lower], identity[active.upper]])
+    E_c, E_s = (held_rows(m, rows, active.lower, active.upper) for m in (A_c, A))
     e = np.concatenate([-contacts.phi[index[rows, 0]] / h, v_lower[active.lower],
                         v_upper[active.upper]])
     return equality_constrained(H, E_c, e[:, None], f[:, None], E_s)[:, 0]
