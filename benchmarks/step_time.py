@@ -96,7 +96,7 @@ def timed_solves(formulation) -> list:
 
 
 def run_arm(scenario: Scenario) -> list:
-    """Run the demo's pick-and-place in a Diagram; return (waypoint, update, engine, n_c, solve)."""
+    """Run the demo's pick-and-place; return (waypoint, update, engine step, n_c, solve)."""
     builder = DiagramBuilder()
     plant = builder.AddSystem(QuasistaticPlant(scenario))
     solves = timed_solves(plant.engine.formulation)
