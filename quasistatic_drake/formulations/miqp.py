@@ -78,11 +78,12 @@ from typing import Any, Optional
 
 import numpy as np
 
-from quasistatic_drake.contact import ContactSet, thin_contacts
+from quasistatic_drake.contact import ContactSet, thinned_indices
 from quasistatic_drake.errors import CommandError
 from quasistatic_drake.formulations.base import (Formulation, ModelFacts, one_step_reference,
                                                  StepProblem, StepSolution)
 from quasistatic_drake.formulations.miqp_sensitivity import fixed_binary_derivative
+from quasistatic_drake.formulations.miqp_points import embedded, passed_through, start_rows
 from quasistatic_drake.manifold import sweep_lengths
 from quasistatic_drake.schema import flag, number, one_of, positive_int, SchemaError, setting
 
@@ -110,8 +111,9 @@ class MiqpSettings:
     object_motion_weight: float = setting(1e-6, number(nonnegative=True),
                                           "eps of the tie-break eps ||x_u||^2")
     max_points_per_pair: Optional[int] = setting(
-        None, positive_int("all manifold points"),
-        "thin each body pair's contact points to this many (contact.thin_contacts)")
+        4, positive_int("all manifold points", none_word="all"),
+        "solve on each body pair's patch, at most this many points; 'all': every point "
+        "(miqp_points.py)")
 
 
 @dataclass(frozen=True)
@@ -271,6 +273,21 @@ def tight_rows(data: MiqpData, y: np.ndarray, z: np.ndarray) -> tuple[str, ...]:
     return tuple(tight)
 
 
+def renumbered(names: tuple[str, ...], kept: np.ndarray, per_contact: int
+               ) -> tuple[str, ...]:
+    """Return ``tight_rows`` names of the kept points' eq. 23 numbered over every point."""
+    out = []
+    for name in names:
+        row, index = name[:-1].split("[")
+        k = int(index)
+        if row in ("rho", "P_f"):
+            k = int(kept[k // per_contact]) * per_contact + k % per_contact
+        else:
+            k = int(kept[k])
+        out.append(f"{row}[{k}]")
+    return tuple(out)
+
+
 def contact_impulses_miqp(contacts: ContactSet, P_n: np.ndarray,
                           P_f: np.ndarray) -> np.ndarray:
     """Return the impulse on B by A per contact, P_n,i n_i + sum_j P_f,ij d_ij (world)."""
@@ -287,6 +304,7 @@ class MiqpStepSolution(StepSolution):
     tight_big_m: tuple[str, ...] = ()     # big-M rows tight at the solution (tight_rows)
     mip_start: Optional[np.ndarray] = None   # the solution's binaries, a MIP start
     y: Optional[np.ndarray] = None           # [x; P_n; P_f; Gamma] of eq. 23 (the derivative)
+    added_points: int = 0                    # dropped points that joined (miqp_points.py)
 
     @property
     def warm_start_next(self) -> Optional[np.ndarray]:
@@ -333,25 +351,54 @@ class MiqpFormulation(Formulation):
         except MiqpSolverMissing as err:
             raise SchemaError("backend", str(err)) from None
 
-    def contacts(self, contacts: ContactSet) -> ContactSet:
-        """Thin each body pair's points to ``max_points_per_pair`` when it is set."""
-        per_pair = self.settings.max_points_per_pair
-        return thin_contacts(contacts, per_pair) if per_pair else contacts
-
     def solve(self, problem: StepProblem, contacts: ContactSet,
               warm_start: Optional[np.ndarray] = None) -> MiqpStepSolution:
-        """Assemble eq. 23 for this step and solve it with the backend (class docstring)."""
+        """
+        Assemble eq. 23 for this step and solve it with the backend (class docstring).
+
+        With ``max_points_per_pair`` set, eq. 23 is solved on each pair's
+        patch and the points it drops join where the solution passes through
+        them (``miqp_points.py``); where the patch alone cannot hold the
+        objects (infeasible), every point joins.  The solution covers every
+        point.
+        """
         h = self.facts.h
-        data = self._data(problem, contacts)
-        answer = self.backend.solve(data, self.settings, start=warm_start)
-        if answer.x is None:
-            return MiqpStepSolution(None, np.zeros((contacts.n_c, 3)), answer.status,
-                                    answer.solve_time, binaries=data.n_binaries)
-        impulses = contact_impulses_miqp(contacts, answer.P_n, answer.P_f)
-        return MiqpStepSolution(answer.x / h, impulses, "optimal", answer.solve_time,
-                                binaries=data.n_binaries, tight_big_m=answer.tight_big_m,
-                                mip_start=answer.z, y=np.concatenate(
-                                    [answer.x, answer.P_n, answer.P_f, answer.gamma]))
+        full = self._data(problem, contacts)
+        kept, spent = self._kept(contacts), 0.0
+        while True:
+            whole = len(kept) == contacts.n_c
+            data = full if whole else self._data(problem, contacts.take(kept))
+            answer = self.backend.solve(data, self.settings,
+                                        start=start_rows(warm_start, full, kept))
+            spent += answer.solve_time
+            if answer.x is None and len(kept) < contacts.n_c and "infeasible" in answer.status:
+                kept = np.arange(contacts.n_c)   # the dropped points may be what holds it
+                continue
+            if answer.x is None:
+                return MiqpStepSolution(None, np.zeros((contacts.n_c, 3)), answer.status,
+                                        spent, binaries=data.n_binaries)
+            y, z = embedded(full, kept, answer.x, answer.P_n, answer.P_f, answer.gamma,
+                            answer.z)
+            missed = passed_through(full, y, kept)
+            if not len(missed):
+                break
+            kept = np.union1d(kept, missed)
+        n = full.n_v
+        impulses = contact_impulses_miqp(contacts, y[n:n + full.n_c],
+                                         y[n + full.n_c:n + full.n_c + full.n_d])
+        return MiqpStepSolution(answer.x / h, impulses, "optimal", spent,
+                                binaries=data.n_binaries, added_points=len(kept) - len(
+                                    self._kept(contacts)),
+                                tight_big_m=renumbered(answer.tight_big_m, kept,
+                                                       contacts.n_d),
+                                mip_start=z, y=y)
+
+    def _kept(self, contacts: ContactSet) -> np.ndarray:
+        """Return the points eq. 23 is first solved on: each pair's patch, or all."""
+        per_pair = self.settings.max_points_per_pair
+        if not per_pair:
+            return np.arange(contacts.n_c)
+        return thinned_indices(contacts, per_pair, reach=0.0)
 
     def solution_derivative(self, problem: StepProblem, contacts: ContactSet,
                             solution: MiqpStepSolution, changes: list, delta: float

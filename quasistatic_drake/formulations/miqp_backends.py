@@ -121,8 +121,10 @@ class GurobiBackend:
                     "restricted pip licence allows only "
                     f"{GUROBI_QUADRATIC_VARIABLE_LIMIT} variables in a model with a "
                     f"quadratic objective (and {GUROBI_CONSTRAINT_LIMIT} constraints). Fix: "
-                    "miqp.backend: scip, formulation: qp, fewer contacts (a smaller "
-                    "contact_detection_tolerance), or a full Gurobi licence.") from err
+                    "fewer points per contact patch (miqp.max_points_per_pair: 3; at least 4 "
+                    "keeps a face's corners), miqp.backend: scip, formulation: qp, fewer "
+                    "contacts (a smaller contact_detection_tolerance), or a full Gurobi "
+                    "licence.") from err
             raise
         runtime = model.Runtime
         if model.SolCount == 0 or (model.Status == gp.GRB.TIME_LIMIT
