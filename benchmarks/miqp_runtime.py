@@ -119,6 +119,9 @@ def run_object(name: str, settings: BenchSettings) -> dict:
         failures += not result.success
         q, q_ref, warm_start = result.q_next, result.q_ref_next, result.warm_start_next
         heights.append(engine.object_pose(q, object_name).translation()[2] - z0)
+        if (k + 1) % max(steps // 10, 1) == 0:
+            print(f'  {name}: step {k + 1} of {steps}, solver {np.mean(solve) * 1e3:.2f} ms '
+                  'on average so far', file=sys.stderr, flush=True)
     solve_ms, heights = np.array(solve) * 1e3, np.array(heights)
     final = engine.object_pose(q, object_name).translation()
     held = np.array(binaries)[heights > 0.01]

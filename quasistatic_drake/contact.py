@@ -163,7 +163,7 @@ def thinned_indices(contacts: ContactSet, per_pair: int, reach: float = np.inf) 
     face contacts need ``per_pair`` >= 4.  The MIQP's size grows with every
     point (6 binaries each with 4 friction directions); it keeps the patch
     only (``reach`` 0) and adds a dropped point back where its solution
-    would pass through it (``miqp.py``, "Thinned contacts").
+    would pass through it (``formulations/miqp_points.py``).
     """
     keep = []
     pairs: dict = {}

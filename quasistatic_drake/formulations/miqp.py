@@ -362,35 +362,32 @@ class MiqpFormulation(Formulation):
         objects (infeasible), every point joins.  The solution covers every
         point.
         """
-        h = self.facts.h
         full = self._data(problem, contacts)
-        kept, spent = self._kept(contacts), 0.0
+        first = self._kept(contacts)
+        kept, spent = first, 0.0
         while True:
-            whole = len(kept) == contacts.n_c
-            data = full if whole else self._data(problem, contacts.take(kept))
+            subset = contacts if len(kept) == contacts.n_c else contacts.take(kept)
+            data = full if subset is contacts else self._data(problem, subset)
             answer = self.backend.solve(data, self.settings,
                                         start=start_rows(warm_start, full, kept))
             spent += answer.solve_time
             if answer.x is None and len(kept) < contacts.n_c and "infeasible" in answer.status:
                 kept = np.arange(contacts.n_c)   # the dropped points may be what holds it
-                continue
-            if answer.x is None:
+            elif answer.x is None:
                 return MiqpStepSolution(None, np.zeros((contacts.n_c, 3)), answer.status,
                                         spent, binaries=data.n_binaries)
-            y, z = embedded(full, kept, answer.x, answer.P_n, answer.P_f, answer.gamma,
-                            answer.z)
-            missed = passed_through(full, y, kept)
-            if not len(missed):
-                break
-            kept = np.union1d(kept, missed)
-        n = full.n_v
-        impulses = contact_impulses_miqp(contacts, y[n:n + full.n_c],
-                                         y[n + full.n_c:n + full.n_c + full.n_d])
-        return MiqpStepSolution(answer.x / h, impulses, "optimal", spent,
-                                binaries=data.n_binaries, added_points=len(kept) - len(
-                                    self._kept(contacts)),
-                                tight_big_m=renumbered(answer.tight_big_m, kept,
-                                                       contacts.n_d),
+            else:
+                y, z = embedded(full, kept, answer.x, answer.P_n, answer.P_f, answer.gamma,
+                                answer.z)
+                missed = passed_through(full, y, kept)
+                if not len(missed):
+                    break
+                kept = np.union1d(kept, missed)
+        n, n_c = full.n_v, full.n_c
+        impulses = contact_impulses_miqp(contacts, y[n:n + n_c], y[n + n_c:n + n_c + full.n_d])
+        return MiqpStepSolution(answer.x / self.facts.h, impulses, "optimal", spent,
+                                binaries=data.n_binaries, added_points=len(kept) - len(first),
+                                tight_big_m=renumbered(answer.tight_big_m, kept, contacts.n_d),
                                 mip_start=z, y=y)
 
     def _kept(self, contacts: ContactSet) -> np.ndarray:
