@@ -269,26 +269,15 @@ class ScipBackend:
             model.addCons(y[data.n_v + k] <= data.M_lambda[k] * (1 - z[k]))
         for row, rhs in zip(data.A_lb, data.b_lb):
             model.addCons(_dot(row, y) >= rhs)
-        # The objective's epigraph twice: one row over the whole sum, and one row per
-        # variable, t_j >= (c (x_j - xbar_j))^2, whose weighted sum also bounds it.
-        # SCIP bounds a convex row by tangent cuts, and the one row alone left the
-        # held cylinder's dual bound 0.66 % short at the 2 s time limit, step after
-        # step (issue 18).  The rows are checked with SCIP's absolute feasibility
-        # tolerance (1e-6); displacements are ~1e-3 m, so they are scaled by c to
-        # make their terms O(1).  SCIP's continuous values are then polished
-        # (``fixed_mode_solve``): they are exact only to its tolerances.
+        # The epigraph row t >= ||x_a - xbar_a||^2 is checked with SCIP's absolute
+        # feasibility tolerance (1e-6); displacements are ~1e-3 m, so the row is
+        # scaled to make its terms O(1), else a 1e-3 tracking error would pass as 0.
         c = 1.0 / max(float(np.max(np.abs(data.xbar_a), initial=0.0)), 1e-6)
-        targets = ([(j, xb, 1.0) for j, xb in zip(data.idx_a, data.xbar_a)]
-                   + [(j, 0.0, data.motion_weight) for j in data.idx_u])
         t = model.addVar(lb=0.0)
-        parts = []
-        for j, target, weight in targets:
-            part = model.addVar(lb=0.0)
-            model.addCons((c * (y[j] - target)) * (c * (y[j] - target)) <= part)
-            parts.append(weight * part)
-        model.addCons(scip.quicksum(parts) <= t)
-        model.addCons(scip.quicksum(weight * (c * (y[j] - target)) * (c * (y[j] - target))
-                                    for j, target, weight in targets) <= t)
+        tracking = scip.quicksum((c * (y[j] - xb)) * (c * (y[j] - xb))
+                                 for j, xb in zip(data.idx_a, data.xbar_a))
+        motion = scip.quicksum((c * y[j]) * (c * y[j]) for j in data.idx_u)
+        model.addCons(tracking + data.motion_weight * motion <= t)
         impulses = scip.quicksum(y[data.n_v + i] for i in range(data.n_c))
         model.setObjective(t + data.impulse_weight * impulses, "minimize")
         model.optimize()
@@ -296,76 +285,23 @@ class ScipBackend:
         if model.getNSols() == 0 or (model.getStatus() == "timelimit"
                                      and model.getGap() > INCUMBENT_GAP):
             return _failure(data, str(model.getStatus()), runtime)
-        first = model.getBestSol()
-        y_val = np.array([first[v] for v in y])
-        z_val = np.round([first[v] for v in z])
-        Q, q, _ = eq23_objective(data)
-        y_val = _polished(data, z_val, 2.0 * Q, q, y_val)
         if settings.least_force and data.n_c:
+            x = [model.getVal(v) for v in y[:data.n_v]]
             model.freeTransform()
-            for v, value in zip(y[:data.n_v], y_val[:data.n_v]):
+            for v, value in zip(y[:data.n_v], x):
                 model.chgVarLb(v, value)
                 model.chgVarUb(v, value)
+            first = model.getBestSol()
+            stage1 = ([first[v] for v in y], [first[v] for v in z])
             model.setObjective(impulses, "minimize")
             model.optimize()
             runtime += model.getSolvingTime()
-            if model.getNSols():                 # else: keep the first stage's solution
-                best = model.getBestSol()
-                least = np.array([best[v] for v in y])
-                z_val = np.round([best[v] for v in z])
-                cost = np.zeros(data.n_y + data.n_binaries)
-                cost[data.n_v:data.n_v + data.n_c] = 1.0
-                y_val = _polished(data, z_val, None, cost, least, x=y_val[:data.n_v])
+            if model.getNSols() == 0:            # keep the first stage's solution
+                return _solution(data, np.array(stage1[0]), np.array(stage1[1]), runtime)
+        best = model.getBestSol()
+        y_val = np.array([best[v] for v in y])
+        z_val = np.array([best[v] for v in z])
         return _solution(data, y_val, z_val, runtime)
-
-
-def _polished(data: MiqpData, z: np.ndarray, P, q: np.ndarray, y: np.ndarray,
-              x: Optional[np.ndarray] = None) -> np.ndarray:
-    """Return ``fixed_mode_solve``'s y for the binaries z, or y itself if that fails."""
-    exact = fixed_mode_solve(data, z, P, q[:data.n_y], x)
-    return y if exact is None else exact
-
-
-def fixed_mode_solve(data: MiqpData, z: np.ndarray, P, q: np.ndarray,
-                     x: Optional[np.ndarray] = None) -> Optional[np.ndarray]:
-    """
-    Return y minimising 1/2 y'Py + q'y on eq. 23 with its binaries fixed at z (None: failed).
-
-    With z fixed eq. 23 is convex: a row with z_k = 0 holds w_k = 0 (its
-    lambda_k >= 0), one with z_k = 1 holds lambda_k = 0 (its w_k >= 0); 23a,
-    23f and the bounds on x stay; ``x`` fixes the displacements.  Clarabel
-    solves it to 1e-10, where a MIQP solver's continuous values are exact
-    only to its feasibility tolerance (SCIP: 1e-6).  The big-M bounds are
-    left out: they only cut off what the binaries already decide.
-    """
-    import clarabel
-    n_v, n_y = data.n_v, data.n_y
-    unit = np.eye(n_y)
-    zero_k, one_k = np.flatnonzero(z < 0.5), np.flatnonzero(z >= 0.5)
-    low, high = np.flatnonzero(np.isfinite(data.x_lower)), np.flatnonzero(
-        np.isfinite(data.x_upper))
-    equal = [data.A_eq, data.R[zero_k], unit[n_v + one_k]]
-    equal_rhs = [data.b_eq, -data.b[zero_k], np.zeros(len(one_k))]
-    if x is not None:
-        equal.append(unit[:n_v])
-        equal_rhs.append(x)
-    above = np.vstack([data.R[one_k], unit[n_v + zero_k], data.A_lb, unit[low], -unit[high]])
-    above_rhs = np.concatenate([-data.b[one_k], np.zeros(len(zero_k)), data.b_lb,
-                                data.x_lower[low], -data.x_upper[high]])
-    E = np.vstack(equal)
-    A = np.vstack([E, -above])
-    b = np.concatenate([np.concatenate(equal_rhs), -above_rhs])
-    cones = [clarabel.ZeroConeT(E.shape[0]), clarabel.NonnegativeConeT(above.shape[0])]
-    settings = clarabel.DefaultSettings()
-    settings.verbose = False
-    settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-10
-    P = sparse.csc_matrix((n_y, n_y)) if P is None else sparse.csc_matrix(
-        sparse.triu(sparse.csc_matrix(P)[:n_y, :n_y]))
-    solution = clarabel.DefaultSolver(P, np.asarray(q, float), sparse.csc_matrix(A), b,
-                                      cones, settings).solve()
-    if "Solved" not in str(solution.status):
-        return None
-    return np.asarray(solution.x)
 
 
 def _dot(row: np.ndarray, variables: list):
