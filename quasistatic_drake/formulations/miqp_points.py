@@ -44,10 +44,14 @@ def friction_rows(kept: np.ndarray, per_contact: int) -> np.ndarray:
     return (np.asarray(kept, int)[:, None] * per_contact + np.arange(per_contact)).reshape(-1)
 
 
+def directions(full: MiqpData) -> int:
+    """Return the friction directions per contact of eq. 23's data."""
+    return full.n_d // full.n_c if full.n_c else 0
+
+
 def binary_rows(full: MiqpData, kept: np.ndarray) -> np.ndarray:
     """Return the rows of w (and of z) of the kept contacts, in eq. 23's order [phi; rho; s]."""
-    per_contact = full.n_d // full.n_c if full.n_c else 0
-    return np.concatenate([kept, full.n_c + friction_rows(kept, per_contact),
+    return np.concatenate([kept, full.n_c + friction_rows(kept, directions(full)),
                            full.n_c + full.n_d + kept]).astype(int)
 
 
@@ -61,12 +65,12 @@ def embedded(full: MiqpData, kept: np.ndarray, x: np.ndarray, P_n: np.ndarray,
     """
     n_v, n_c, n_d = full.n_v, full.n_c, full.n_d
     J_f_x = full.R[n_c:n_c + n_d, :n_v] @ x
-    slip = -J_f_x.reshape(n_c, -1) if n_c else np.zeros((0, 1))
+    slip = -J_f_x.reshape(n_c, directions(full)) if n_c else np.zeros((0, 1))
     y_gamma = np.maximum(slip.max(axis=1, initial=0.0), 0.0)
     y_gamma[kept] = gamma
     y_P_n, y_P_f = np.zeros(n_c), np.zeros(n_d)
     y_P_n[kept] = P_n
-    y_P_f[friction_rows(kept, n_d // n_c if n_c else 0)] = P_f
+    y_P_f[friction_rows(kept, directions(full))] = P_f
     z_full = np.concatenate([np.ones(n_c + n_d), np.zeros(n_c)])
     z_full[binary_rows(full, kept)] = z
     return np.concatenate([x, y_P_n, y_P_f, y_gamma]), z_full
