@@ -16,6 +16,7 @@ shows the schema.  In short::
     environment: [{name, file?, pose?}]
     miqp: {...}                      # optional: a formulation's settings block
     task: {...}                      # optional: what an application (the demo) needs
+    nominal_commands: [{duration, velocities: {robot: [...]}}]   # optional (rollouts)
 
 A model entry with ``file:`` loads that file as one model; an entry without
 it names a model instance that the directives create.
@@ -156,6 +157,16 @@ class EnvironmentSpec:
 
 
 @dataclass(frozen=True)
+class CommandSegment:
+    """A stretch of the nominal command: joint velocities held for ``duration``."""
+
+    duration: float = setting(check=number(positive=True), doc="[s]")
+    velocities: Mapping[str, np.ndarray] = setting(
+        check=mapping_of(vector(), "a robot name"), factory=dict,
+        doc="{robot: joint velocities}; robots left out hold still [m/s or rad/s]")
+
+
+@dataclass(frozen=True)
 class Scenario:
     """A validated scenario.  Build it with :meth:`from_yaml` or :meth:`from_dict`."""
 
@@ -184,6 +195,9 @@ class Scenario:
     directives_file: Optional[str] = setting(None, _FILE, "a .dmd.yaml file of directives")
     task: Mapping[str, Any] = setting(check=mapping_of(anything(), "a key"), factory=dict,
                                       doc="what an application needs (the demo's task:)")
+    nominal_commands: tuple[CommandSegment, ...] = setting(
+        (), list_of(nested(CommandSegment)),
+        "the command `quasistatic-drake rollouts` perturbs (without it: the task's plan)")
     # the formulations' settings blocks given in the file, by formulation name (read only)
     formulation_settings: Mapping[str, Any] = field(default_factory=dict)
     source: str = "<dict>"

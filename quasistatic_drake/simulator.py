@@ -38,7 +38,7 @@ import math
 import time
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, Iterable, Mapping, Optional, Union
+from typing import Any, Iterable, Iterator, Mapping, Optional, Union
 
 import numpy as np
 from pydrake.math import RigidTransform
@@ -251,6 +251,10 @@ class QuasistaticSimulator:
         """Return q as a float array after checking its size and values (CommandError)."""
         return self._checked_q(q)
 
+    def checked_command(self, v_cmd: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Return v_cmd as one array (robots in scenario order, those left out 0); CommandError."""
+        return self._checked_command(v_cmd)
+
     def step(self, q: np.ndarray, v_cmd: Mapping[str, np.ndarray],
              q_ref: Optional[np.ndarray] = None, warm_start: Any = None,
              object_forces: Optional[Mapping[str, np.ndarray]] = None,
@@ -293,21 +297,7 @@ class QuasistaticSimulator:
         warm_start = self.formulation.checked_warm_start(warm_start)
         tau_ext = self._checked_object_forces(object_forces)
         v_a = self._checked_robot_velocity(robot_velocity)
-        if not any(gradients is mode or (isinstance(gradients, str) and gradients == mode)
-                   for mode in GRADIENT_MODES):
-            raise CommandError(f"gradients must be True, False or 'commands', got "
-                               f"{gradients!r}. Fix: gradients=True for all three "
-                               "derivatives, 'commands' for dq_next_dv_cmd and "
-                               "dq_next_dq_ref only.")
-        if gradients and not self.formulation.gives_gradients:
-            raise CommandError(
-                f"gradients=True: formulation {self.formulation.name!r} gives no step "
-                f"gradients here. Fix: {self.formulation.gradients_fix}.")
-        if gradients and self.scenario.robot_inertia:
-            raise CommandError("gradients: under robot_inertia the step depends on the "
-                               "robots' velocity too, and its derivative in that velocity is "
-                               "not computed, so chained gradients would be wrong. Fix: "
-                               "robot_inertia: false, or gradients=False.")
+        self.check_gradients(gradients)
         try:
             result = self._step(q, q_ref, v_bar, warm_start, start, tau_ext, gradients, v_a)
             if reference_of_q and result.dq_next_dq is not None:
@@ -325,9 +315,28 @@ class QuasistaticSimulator:
                 error=f"{type(err).__name__}: {err}", warm_start_next=warm_start,
                 robot_velocity_next=v_a)
 
+    def check_gradients(self, gradients: Any) -> None:
+        """Raise CommandError unless :meth:`step` can give the ``gradients`` asked for."""
+        if not any(gradients is mode or (isinstance(gradients, str) and gradients == mode)
+                   for mode in GRADIENT_MODES):
+            raise CommandError(f"gradients must be True, False or 'commands', got "
+                               f"{gradients!r}. Fix: gradients=True for all three "
+                               "derivatives, 'commands' for dq_next_dv_cmd and "
+                               "dq_next_dq_ref only.")
+        if gradients and not self.formulation.gives_gradients:
+            raise CommandError(
+                f"gradients=True: formulation {self.formulation.name!r} gives no step "
+                f"gradients here. Fix: {self.formulation.gradients_fix}.")
+        if gradients and self.scenario.robot_inertia:
+            raise CommandError("gradients: under robot_inertia the step depends on the "
+                               "robots' velocity too, and its derivative in that velocity is "
+                               "not computed, so chained gradients would be wrong. Fix: "
+                               "robot_inertia: false, or gradients=False.")
+
     def rollout(self, q0: np.ndarray, commands: Iterable[Mapping[str, np.ndarray]],
                 q_ref: Optional[np.ndarray] = None, warm_start: Any = None,
-                robot_velocity: Optional[np.ndarray] = None) -> Rollout:
+                robot_velocity: Optional[np.ndarray] = None,
+                gradients: Union[bool, str] = False) -> Rollout:
         """
         Step from q0 through ``commands``, one ``v_cmd`` mapping per step.
 
@@ -335,27 +344,46 @@ class QuasistaticSimulator:
         ``warm_start_next`` and ``robot_velocity_next``; ``q_ref``,
         ``warm_start`` and ``robot_velocity`` are the first step's (None: the
         robot positions of q0, no warm start, robots at rest).  A failed
-        step keeps q, and the rollout goes on from there.  A bad command
-        raises CommandError naming its index; nothing is returned.
+        step keeps q, and the rollout goes on from there.  ``gradients`` is
+        passed to every :meth:`step`.  A bad command raises CommandError
+        naming its index; nothing is returned.
         """
         q = self._checked_q(q0).copy()
         q_ref = self._start_reference(q, q_ref)
         v_a = self._checked_robot_velocity(robot_velocity)
         qs, refs, velocities, results = [q], [q_ref], [v_a], []
+        for result in self.rollout_steps(q, commands, q_ref, warm_start, v_a, gradients):
+            qs.append(result.q_next)
+            refs.append(result.q_ref_next)
+            velocities.append(result.robot_velocity_next)
+            results.append(result)
+        v_a = velocities[-1]
+        return Rollout(q=np.array(qs), q_ref=np.array(refs), results=tuple(results),
+                       robot_velocity=None if v_a is None else np.array(velocities))
+
+    def rollout_steps(self, q0: np.ndarray, commands: Iterable[Mapping[str, np.ndarray]],
+                      q_ref: Optional[np.ndarray] = None, warm_start: Any = None,
+                      robot_velocity: Optional[np.ndarray] = None,
+                      gradients: Union[bool, str] = False) -> Iterator[StepResult]:
+        """
+        Yield the StepResults of :meth:`rollout` one at a time, as they are taken.
+
+        The same chaining as :meth:`rollout`; a caller that stops early (or
+        sees an exception, such as ``SolverLimitExceeded``) keeps the steps
+        it was given.  A bad command raises CommandError naming its index.
+        """
+        q = self._checked_q(q0).copy()
+        q_ref = self._start_reference(q, q_ref)
+        v_a = self._checked_robot_velocity(robot_velocity)
         for k, v_cmd in enumerate(commands):
             try:
                 result = self.step(q, v_cmd, q_ref=q_ref, warm_start=warm_start,
-                                   robot_velocity=v_a)
+                                   robot_velocity=v_a, gradients=gradients)
             except CommandError as err:
                 raise CommandError(f"commands[{k}]: {err}") from err
             q, q_ref, warm_start = result.q_next, result.q_ref_next, result.warm_start_next
             v_a = result.robot_velocity_next
-            qs.append(q)
-            refs.append(q_ref)
-            velocities.append(v_a)
-            results.append(result)
-        return Rollout(q=np.array(qs), q_ref=np.array(refs), results=tuple(results),
-                       robot_velocity=None if v_a is None else np.array(velocities))
+            yield result
 
     def _step(self, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, warm_start: Any,
               start: float, tau_ext: Optional[np.ndarray] = None,

@@ -18,6 +18,8 @@ Subcommands:
          gradients: a disk push (LCP) and a box pushed and turned (QP);
   push   a spherical finger pushes a box across a table (config/finger_push.yaml)
          and the run is printed step by step with a summary;
+  rollouts  perturb a scenario's nominal command and roll out the samples in a batch
+         (serially, in local processes or on Ray), with a progress bar; writes a .npz;
   info   load a scenario and print its robots, objects and the contacts at start.
 """
 
@@ -33,7 +35,7 @@ import numpy as np
 from pydrake.geometry import Meshcat
 from pydrake.math import RollPitchYaw
 
-from quasistatic_drake.apps import convert_qsim, paper_2d
+from quasistatic_drake.apps import convert_qsim, paper_2d, rollouts
 from quasistatic_drake.paths import package_share_dir
 from quasistatic_drake.apps.pick_and_place import PickPlaceTask, StepRecord, run_pick_and_place
 from quasistatic_drake.apps.planning import PlanningError
@@ -130,6 +132,11 @@ def _parser() -> argparse.ArgumentParser:
         'plan', help='boundary-value problems solved through the step (disk push, box turn)')
     plan.add_argument('--json', type=Path, help='write the solutions (binding keys) here')
     plan.set_defaults(run=run_plan)
+    batch = commands.add_parser(
+        'rollouts', help="perturb a scenario's nominal command and roll out the samples",
+        description=rollouts.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    rollouts.add_arguments(batch)
+    batch.set_defaults(run=rollouts.run)
     info = commands.add_parser('info', help='print what a scenario contains')
     info.add_argument('scenario', type=Path)
     info.set_defaults(run=run_info)
