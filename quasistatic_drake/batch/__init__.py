@@ -111,6 +111,9 @@ def rollout_batch(scenario: Union[Scenario, str, os.PathLike], q0s, v_cmds,
         raise CommandError(f"backend must be one of {list(BACKENDS)}, got {backend!r}.")
     workers = _checked_count(workers, "workers")
     chunk_size = _checked_count(chunk_size, "chunk_size")
+    if backend == "serial" and workers not in (None, 1):
+        raise CommandError(f"workers={workers} with backend 'serial', which runs in this "
+                           "process alone. Fix: backend='process' or 'ray' for more workers.")
     if address is not None and backend != "ray":
         raise CommandError(f"address {address!r} is for backend 'ray' (a Ray cluster), not "
                            f"{backend!r}. Fix: backend='ray', or leave address out.")

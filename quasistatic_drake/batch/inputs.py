@@ -81,8 +81,9 @@ def _commands(v_cmds, robots: tuple[tuple[str, int], ...], n: int) -> np.ndarray
     """Return v_cmds stacked as (N, T, n_a), robots in scenario order, zeros for those left out."""
     names = [name for name, _ in robots]
     if not isinstance(v_cmds, Mapping) or not v_cmds:
+        got = "an empty mapping" if isinstance(v_cmds, Mapping) else type(v_cmds).__name__
         raise CommandError(f"v_cmds must map robot names to (N, T, joints) arrays, got "
-                           f"{type(v_cmds).__name__}{'' if v_cmds else ' (empty)'}. Fix: "
+                           f"{got}. Fix: "
                            f"{{{names[0] if names else 'robot'!r}: array}} for the robots "
                            f"{names}.")
     unknown = sorted(set(v_cmds) - set(names))
