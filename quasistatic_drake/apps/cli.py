@@ -36,6 +36,7 @@ from pydrake.geometry import Meshcat
 from pydrake.math import RollPitchYaw
 
 from quasistatic_drake.apps import convert_qsim, paper_2d, rollouts
+from quasistatic_drake.apps.arguments import non_negative, positive
 from quasistatic_drake.paths import package_share_dir
 from quasistatic_drake.apps.pick_and_place import PickPlaceTask, StepRecord, run_pick_and_place
 from quasistatic_drake.apps.planning import PlanningError
@@ -88,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument('--formulation', choices=registry.names(),
                       help="override the scenario's formulation")
     demo.add_argument('--no-meshcat', action='store_true', help='run headless')
-    demo.add_argument('--realtime-rate', type=_non_negative,
+    demo.add_argument('--realtime-rate', type=non_negative,
                       help='simulated seconds per wall second; 0 = as fast as possible '
                            '(default 1 with Meshcat, 0 headless)')
     demo.add_argument('--html', type=Path,
@@ -99,9 +100,9 @@ def _parser() -> argparse.ArgumentParser:
     push.add_argument('--scenario', type=Path,
                       default=package_share_dir() / 'config' / 'finger_push.yaml',
                       help='scenario YAML with a robot "finger" and an object "box"')
-    push.add_argument('--distance', type=_positive, default=0.2,
+    push.add_argument('--distance', type=positive, default=0.2,
                       help='how far to command the finger along +x [m] (default 0.2)')
-    push.add_argument('--speed', type=_positive, default=0.1,
+    push.add_argument('--speed', type=positive, default=0.1,
                       help='commanded finger speed [m/s] (default 0.1)')
     push.add_argument('--json', type=Path, help='write a summary of the run here')
     push.set_defaults(run=run_push_demo)
@@ -147,13 +148,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _positive(text: str) -> float:
-    value = float(text)
-    if not np.isfinite(value) or value <= 0.0:
-        raise argparse.ArgumentTypeError(f'must be a positive number, got {text}')
-    return value
-
-
 def _finger(text: str) -> dict:
     """Return a ``task.fingers`` entry from JOINT:OPEN:CLOSED."""
     joint, _, rest = text.partition(':')
@@ -165,13 +159,6 @@ def _finger(text: str) -> dict:
     except ValueError:
         raise argparse.ArgumentTypeError(f'expected JOINT:OPEN:CLOSED (a joint name and two '
                                          f'numbers), got {text}') from None
-
-
-def _non_negative(text: str) -> float:
-    value = float(text)
-    if not np.isfinite(value) or value < 0.0:
-        raise argparse.ArgumentTypeError(f'must be a number >= 0, got {text}')
-    return value
 
 
 def _default_arm_scene(formulation: Optional[str]) -> Path:

@@ -22,14 +22,15 @@ The .npz holds: ``q`` (N, T + 1, n_q), ``status`` (N, T), ``commands``
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from quasistatic_drake.apps.arguments import non_negative, positive_int
 from quasistatic_drake.batch import BACKENDS, BatchError, rollout_batch, scenario_of
 from quasistatic_drake.batch.engines import engine_for
+from quasistatic_drake.batch.inputs import by_robot, robot_columns, robot_layout
 from quasistatic_drake.batch.smoothing import perturbed
 from quasistatic_drake.errors import CommandError
 from quasistatic_drake.simulator import QuasistaticSimulator
@@ -40,19 +41,19 @@ STEP_TOL = 1e-9     # a segment's duration must be a whole number of steps to th
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the rollouts arguments to a (sub)command's parser."""
     parser.add_argument('scenario', type=Path, help='the scenario YAML')
-    parser.add_argument('--samples', type=_positive_int, required=True, metavar='N',
+    parser.add_argument('--samples', type=positive_int, required=True, metavar='N',
                         help='how many perturbed rollouts')
-    parser.add_argument('--noise', type=_non_negative, required=True, metavar='SIGMA',
+    parser.add_argument('--noise', type=non_negative, required=True, metavar='SIGMA',
                         help='standard deviation of the noise added to every joint velocity '
                              'at every step [m/s or rad/s]')
     parser.add_argument('--backend', choices=BACKENDS, default='process',
                         help='where the rollouts run (default process)')
-    parser.add_argument('--workers', type=_positive_int,
+    parser.add_argument('--workers', type=positive_int,
                         help="how many at once (default: this machine's cores; with --address, "
                              "the cluster's CPUs)")
     parser.add_argument('--address', help="a Ray cluster's address (with --backend ray)")
     parser.add_argument('--seed', type=int, default=0, help='the noise generator seed (0)')
-    parser.add_argument('--steps', type=_positive_int,
+    parser.add_argument('--steps', type=positive_int,
                         help="only the nominal command's first STEPS steps")
     parser.add_argument('--gradients', action='store_true',
                         help='also write each step\'s dq_next_dv_cmd')
@@ -113,12 +114,7 @@ def nominal_commands(engine: QuasistaticSimulator) -> np.ndarray:
 
 def split_by_robot(engine: QuasistaticSimulator, commands: np.ndarray) -> dict:
     """Return (N, T, n_a) commands as rollout_batch's v_cmds, {robot: (N, T, joints)}."""
-    out, offset = {}, 0
-    for robot in engine.model.robots:
-        n = len(robot.joint_names)
-        out[robot.name] = commands[:, :, offset:offset + n]
-        offset += n
-    return out
+    return by_robot(commands, robot_layout(engine))
 
 
 def joint_labels(engine: QuasistaticSimulator) -> list[str]:
@@ -151,27 +147,7 @@ def _task_plan(engine: QuasistaticSimulator) -> np.ndarray:
 
     plan, _, _ = plan_pick_and_place(engine)
     out = np.zeros((plan.steps, len(joint_labels(engine))))
-    columns, offset = {}, 0
-    for robot in engine.model.robots:
-        columns[robot.name] = offset
-        offset += len(robot.joint_names)
+    columns = robot_columns(robot_layout(engine))
     for name, s in plan.robot_slices.items():
-        out[:, columns[name]:columns[name] + s.stop - s.start] = plan.velocities[:, s]
+        out[:, columns[name]] = plan.velocities[:, s]
     return out
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f'must be a positive integer, got {text}')
-    return value
-
-
-def _non_negative(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value < 0.0:
-        raise argparse.ArgumentTypeError(f'must be a number >= 0, got {text}')
-    return value

@@ -45,16 +45,31 @@ class BatchInputs:
 
     def step_commands(self, i: int) -> list[dict[str, np.ndarray]]:
         """Return rollout i's commands as QuasistaticSimulator.rollout takes them."""
-        columns, offset = {}, 0
-        for name, n in self.robots:
-            columns[name] = slice(offset, offset + n)
-            offset += n
-        return [{name: u[s] for name, s in columns.items()} for u in self.commands[i]]
+        return [by_robot(u, self.robots) for u in self.commands[i]]
+
+
+def robot_layout(engine) -> tuple[tuple[str, int], ...]:
+    """Return (robot name, commanded joints) of the engine's robots, in scenario order."""
+    return tuple((r.name, len(r.joint_names)) for r in engine.model.robots)
+
+
+def robot_columns(robots: tuple[tuple[str, int], ...]) -> dict[str, slice]:
+    """Return each robot's columns in a command stacked over all robots (n_a)."""
+    columns, offset = {}, 0
+    for name, n in robots:
+        columns[name] = slice(offset, offset + n)
+        offset += n
+    return columns
+
+
+def by_robot(stacked: np.ndarray, robots: tuple[tuple[str, int], ...]) -> dict[str, np.ndarray]:
+    """Return {robot: its columns of the last axis} of a stacked command (..., n_a)."""
+    return {name: stacked[..., s] for name, s in robot_columns(robots).items()}
 
 
 def checked_inputs(engine, q0s, v_cmds, q_refs=None) -> BatchInputs:
     """Return the checked, stacked inputs of a batch (module docstring); CommandError if bad."""
-    robots = tuple((r.name, len(r.joint_names)) for r in engine.model.robots)
+    robots = robot_layout(engine)
     q0s = _array(q0s, "q0s", 2)
     if q0s.shape[1] != engine.model.n_q or not len(q0s):
         raise CommandError(f"q0s must have shape (N, {engine.model.n_q}) with N >= 1 for this "

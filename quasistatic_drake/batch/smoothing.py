@@ -74,6 +74,7 @@ def bundled_gradient(scenario, q: np.ndarray, v_cmd: Mapping[str, np.ndarray], s
     """
     from quasistatic_drake.batch import rollout_batch, scenario_of
     from quasistatic_drake.batch.engines import engine_for
+    from quasistatic_drake.batch.inputs import by_robot, robot_layout
 
     if not isinstance(samples, (int, np.integer)) or isinstance(samples, bool) or samples < 2:
         raise CommandError(f"samples must be an integer >= 2 (the standard error needs two), "
@@ -81,17 +82,13 @@ def bundled_gradient(scenario, q: np.ndarray, v_cmd: Mapping[str, np.ndarray], s
     scenario = scenario_of(scenario)
     engine = engine_for(scenario)
     q = engine.checked_positions(q)
-    robots = [(r.name, len(r.joint_names)) for r in engine.model.robots]
     stacked = engine.checked_command(v_cmd)
     sigma = np.asarray(sigma, dtype=float)
     if sigma.ndim > 1 or sigma.size not in (1, len(stacked)) or not np.all(sigma >= 0.0):
         raise CommandError(f"sigma must be one number >= 0 or {len(stacked)} of them (one per "
                            f"commanded joint), got {sigma!r}.")
     u = perturbed(stacked, sigma, int(samples), seed)
-    v_cmds, offset = {}, 0
-    for name, n in robots:
-        v_cmds[name] = u[:, None, offset:offset + n]
-        offset += n
+    v_cmds = by_robot(u[:, None, :], robot_layout(engine))      # one step per sample
     q_refs = None if q_ref is None else np.tile(np.asarray(q_ref, dtype=float), (samples, 1))
     result = rollout_batch(scenario, np.tile(q, (samples, 1)), v_cmds, backend=backend,
                            workers=workers, address=address, gradients=True, q_refs=q_refs)
