@@ -3,9 +3,8 @@ Fuzz the stepping engine: seeded random commands and injected penetrations, per 
 
 Each scene (every scenario in config/ but sim.yaml, the ROS node's parameter
 file, or ``--scenes``) runs from its default q for a budget of steps, chaining
-``result = sim.step(q, cmds, q_ref=q_ref)`` and ``q, q_ref = result.q_next,
-result.q_ref_next``.  The robots' commands switch between modes at seeded
-random times (segments of 5 to 50 steps):
+``result = sim.step(state, cmds)`` and ``state = result.state_next``.  The
+robots' commands switch between modes at seeded random times (segments of 5 to 50 steps):
 
 * smooth: a seeded Ornstein-Uhlenbeck velocity within the joints' velocity
   limits (the plant's, 1 unit/s where infinite);
@@ -34,8 +33,8 @@ offending state of each kind (the first step into a penetration deeper than
 -1 mm and the deepest one, both outside the recovery windows, an exception,
 a failed step, an object below support or lost, a non-recovered injection
 with its 50 commands) is saved as lists of floats, so that
-``sim.step(np.array(s['q']), s['commands'], q_ref=np.array(s['q_ref']),
-warm_start=s['warm_start'])``
+``sim.step(sim.initial_state(np.array(s['q']), q_ref=np.array(s['q_ref']),
+warm_start=s['warm_start']), s['commands'])``
 repeats it (``--replay`` does that).
 
 MIQP scenes (10 to 500 ms a step) get ``--miqp-steps``.  Prints a table,
@@ -329,7 +328,7 @@ def _floats(values) -> list:
 
 
 def _state(step: int, q, q_ref, commands: dict, warm_start=None, **detail) -> dict:
-    """Return a reproducible state: sim.step(q, commands, q_ref=q_ref, warm_start=warm_start)."""
+    """Return a reproducible state: what initial_state takes, and the commands."""
     return {'step': step, 'q': _floats(q), 'q_ref': _floats(q_ref),
             'warm_start': None if warm_start is None else _floats(warm_start),
             'commands': {k: _floats(v) for k, v in commands.items()}, **detail}
@@ -406,7 +405,8 @@ class _Run:
         q, q_ref, warm_start, phi_before = self.q, self.q_ref, self.warm_start, self.phi
         tick = time.perf_counter()
         try:
-            result = self.sim.step(q, commands, q_ref=q_ref, warm_start=warm_start)
+            result = self.sim.step(
+                self.sim.initial_state(q, q_ref=q_ref, warm_start=warm_start), commands)
         except KeyboardInterrupt:
             raise
         except BaseException as err:  # noqa: B902 - the fuzzer records every failure
@@ -419,13 +419,13 @@ class _Run:
         if result is not None:
             if not result.success:
                 self.statuses[result.status] += 1
-                if result.error:
-                    self.errors[result.error[:300]] += 1
+                if result.diagnostics.error:
+                    self.errors[result.diagnostics.error[:300]] += 1
                 self.states.setdefault('failed_step', _state(
                     k, q, q_ref, commands, warm_start, status=result.status,
-                    error=result.error))
-            self.q, self.q_ref = result.q_next, result.q_ref_next
-            self.warm_start = result.warm_start_next
+                    error=result.diagnostics.error))
+            self.q, self.q_ref = result.q_next, result.state_next.q_ref
+            self.warm_start = result.state_next.warm_start
             try:
                 phi = self.sim.min_signed_distance(self.q)
                 below, gone = self.scene.objects_below_support(self.q)
@@ -565,8 +565,9 @@ def fuzz_scene(path, steps: int, seed: int = 0, inject_rate: float = 0.02,
 def replay(path, state: dict, miqp_backend: Optional[str] = None):
     """Repeat one saved step on a fresh simulator; return its StepResult."""
     sim = QuasistaticSimulator(load_scenario(path, miqp_backend))
-    return sim.step(np.array(state['q']), state['commands'], q_ref=np.array(state['q_ref']),
-                    warm_start=state.get('warm_start'))
+    start = sim.initial_state(np.array(state['q']), q_ref=np.array(state['q_ref']),
+                              warm_start=state.get('warm_start'))
+    return sim.step(start, state['commands'])
 
 
 # ----- report -----------------------------------------------------------------------------
@@ -655,7 +656,7 @@ def run_replay(json_path: Path) -> None:
             phi = scene.sim.min_signed_distance(result.q_next)
             below = scene.objects_below_support(result.q_next)
             print(f"{r['scene']} {kind} (step {state['step']}): status {result.status} "
-                  f"{result.error[:120]} min phi at q_next {1e3 * phi:.3f} mm, "
+                  f"{result.diagnostics.error[:120]} min phi at q_next {1e3 * phi:.3f} mm, "
                   f"below support / lost {below}")
 
 

@@ -59,7 +59,7 @@ def held_motion(scenario: Scenario):
     """
     sim = QuasistaticSimulator(scenario)
     plan, _, name = plan_pick_and_place(sim)
-    rollout = sim.rollout(sim.default_positions(), [plan.commands(k) for k in range(plan.steps)])
+    rollout = sim.rollout(sim.initial_state(), [plan.commands(k) for k in range(plan.steps)])
     if rollout.failed_steps:
         raise RuntimeError(f'{scenario.source}: {rollout.failed_steps} steps failed')
     plant, context = sim.model.plant, sim.model.plant_context
@@ -102,8 +102,8 @@ def push_drag(stiffness: float, steps: int = 15, changes: Optional[dict] = None)
         base_dir=CONFIG, source=f'finger push, K = {stiffness:g}'))
     q, q_ref, fractions = sim.default_positions(), None, []
     for _ in range(steps):
-        result = sim.step(q, {'finger': np.array([0.1, 0.0, 0.0])}, q_ref=q_ref)
-        q, q_ref = result.q_next, result.q_ref_next
+        result = sim.step(sim.initial_state(q, q_ref=q_ref), {'finger': np.array([0.1, 0.0, 0.0])})
+        q, q_ref = result.q_next, result.state_next.q_ref
         fractions.append(net_force_fraction(sim, result, 'box'))
     return fractions
 

@@ -73,8 +73,8 @@ def engine_steps() -> np.ndarray:
     sim = QuasistaticSimulator(scenario.with_formulation('lcp', feedback_scale=2.0 ** -6))
     q, times = sim.default_positions(), []
     for _ in range(400):
-        result = sim.step(q, {'fingers': [1.0, -1.0, 1.0, -1.0]})
-        times.append(result.step_time)
+        result = sim.step(sim.initial_state(q), {'fingers': [1.0, -1.0, 1.0, -1.0]})
+        times.append(result.diagnostics.step_time)
         q = result.q_next
     return np.array(times)
 

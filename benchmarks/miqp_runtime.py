@@ -22,7 +22,7 @@ demo's scenario, and why:
   restricted pip licence of Gurobi (200 variables with a quadratic
   objective).
 
-Per step it records the solver's runtime (``StepResult.solve_time``: both
+Per step it records the solver's runtime (``StepResult.diagnostics.solve_time``: both
 stages of the MIQP, the least-force stage included), the whole engine step
 (wall clock) and the binaries N = 2 n_c + n_c n_d.  ``binaries`` in the table
 is the largest N of the run, ``held`` the median N while the object is off
@@ -110,14 +110,15 @@ def run_object(name: str, settings: BenchSettings) -> dict:
     steps = min(plan.steps, settings.max_steps) if settings.max_steps > 0 else plan.steps
     for k in range(steps):
         start = time.perf_counter()
-        result = engine.step(q, {task.robot: plan.velocities[k]}, q_ref=q_ref,
-                             warm_start=warm_start)
+        start_state = engine.initial_state(q, q_ref=q_ref, warm_start=warm_start)
+        result = engine.step(start_state, {task.robot: plan.velocities[k]})
         step.append(time.perf_counter() - start)
-        solve.append(result.solve_time)
-        binaries.append(result.solution.binaries if result.solution is not None else 0)
-        added += getattr(result.solution, 'added_points', 0) > 0
+        solve.append(result.diagnostics.solve_time)
+        solution = result.diagnostics.solution
+        binaries.append(solution.binaries if solution is not None else 0)
+        added += getattr(solution, 'added_points', 0) > 0
         failures += not result.success
-        q, q_ref, warm_start = result.q_next, result.q_ref_next, result.warm_start_next
+        q, q_ref, warm_start = result.q_next, result.state_next.q_ref, result.state_next.warm_start
         heights.append(engine.object_pose(q, object_name).translation()[2] - z0)
         if (k + 1) % max(steps // 10, 1) == 0:
             print(f'  {name}: step {k + 1} of {steps}, solver {np.mean(solve) * 1e3:.2f} ms '

@@ -120,9 +120,9 @@ def run_schedule(sim: QuasistaticSimulator, robot: str, schedule, steps_per_entr
     q, q_ref, failed = sim.default_positions(), None, 0
     for v_cmd, steps in schedule:
         for _ in range(steps * steps_per_entry):
-            result = sim.step(q, {robot: np.array(v_cmd)}, q_ref=q_ref)
+            result = sim.step(sim.initial_state(q, q_ref=q_ref), {robot: np.array(v_cmd)})
             failed += not result.success
-            q, q_ref = result.q_next, result.q_ref_next
+            q, q_ref = result.q_next, result.state_next.q_ref
     return failed
 
 

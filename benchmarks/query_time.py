@@ -137,7 +137,8 @@ def measure(vertices: int, calls: int) -> dict:
         qs = configurations(sim, calls)
         msd, msd_max = median_ms(sim.min_signed_distance, qs)
         reset, reset_max = median_ms(lambda q: plant.set_positions(context, q), qs)
-        step, step_max = median_ms(lambda q: sim.step(q, {'hull_robot': [0.05, 0.0]}), qs)
+        step, step_max = median_ms(
+            lambda q: sim.step(sim.initial_state(q), {'hull_robot': [0.05, 0.0]}), qs)
         phis = [sim.min_signed_distance(q) for q in qs]
     return {'hull_vertices': hull_vertices, 'calls': calls,
             'min_signed_distance_ms': msd, 'min_signed_distance_max_ms': msd_max,

@@ -65,8 +65,8 @@ def centre_push_yaw(h: float, duration: float, r: float, n: int) -> tuple[float,
         base_dir=CONFIG, source='centre push'))
     q, q_ref, yaws = sim.default_positions(), None, []
     for _ in range(round(duration / h)):
-        result = sim.step(q, {'finger': np.array([0.1, 0.0, 0.0])}, q_ref=q_ref)
-        q, q_ref = result.q_next, result.q_ref_next
+        result = sim.step(sim.initial_state(q, q_ref=q_ref), {'finger': np.array([0.1, 0.0, 0.0])})
+        q, q_ref = result.q_next, result.state_next.q_ref
         yaws.append(abs(RollPitchYaw(sim.object_pose(q, 'box').rotation()).yaw_angle()))
     half = np.log(np.maximum(yaws[len(yaws) // 2:], 1e-300))
     return float(np.degrees(yaws[-1])), float(np.exp((half[-1] - half[0]) / (len(half) - 1)))
@@ -81,7 +81,7 @@ def arm_cost(r: float, n: int) -> float:
     walls = []
     for _ in range(3):
         start = time.perf_counter()
-        sim.rollout(sim.default_positions(), commands)
+        sim.rollout(sim.initial_state(), commands)
         walls.append((time.perf_counter() - start) / len(commands))
     return float(np.median(walls))
 

@@ -4,7 +4,7 @@ Soak test: hours of simulated stepping, checked for memory growth, failures and 
 Each scene runs a seeded command pattern, built from closed cycles that
 make contact, grasp and release, for ``--sim-hours`` of simulated time
 (10 h = 360,000 steps at h = 0.1 s).  It steps through the public API
-only, ``QuasistaticSimulator.step(q, v_cmd, q_ref=...)``, with the reference
+only, ``QuasistaticSimulator.step(state, v_cmd)``, with the state
 passed explicitly every step (None on the first), so the run depends on no
 state hidden in the engine.  Only the arm's commands come from elsewhere:
 the demo's planner (quasistatic_drake.apps.pick_and_place), run once per scene.
@@ -275,14 +275,15 @@ def run_once(scenario: Scenario, pattern, seed: int, steps: int, every: int, rss
                                            default=0.0)
         elif marker == 'held' and objects:
             lifts.append(1e3 * max(float(d[2]) for d in object_offsets()))
-        result = sim.step(q, {name: v[s] for name, s in slices.items()}, q_ref=q_ref,
-                          warm_start=warm_start)
+        start = sim.initial_state(q, q_ref=q_ref, warm_start=warm_start)
+        result = sim.step(start, {name: v[s] for name, s in slices.items()})
         if not result.success:
             failed += 1
             if len(errors) < 5:
-                errors.append(f'step {k}: {result.status} {result.error}'.strip())
-        q, q_ref, warm_start = result.q_next, result.q_ref_next, result.warm_start_next
-        min_phi = min(min_phi, result.min_phi_next)
+                errors.append(f'step {k}: {result.status} {result.diagnostics.error}'.strip())
+        state = result.state_next
+        q, q_ref, warm_start = np.array(state.q), np.array(state.q_ref), state.warm_start
+        min_phi = min(min_phi, result.diagnostics.min_phi_next)
         digest.update(q.tobytes())
         if k % every == 0 or k == steps:
             now = time.perf_counter()

@@ -56,10 +56,10 @@ def roll(sim, robot, schedule) -> list:
     for command, steps in schedule:
         for _ in range(steps):
             start = time.perf_counter()
-            result = sim.step(q, {robot: command}, q_ref=q_ref)
+            result = sim.step(sim.initial_state(q, q_ref=q_ref), {robot: command})
             times.append(time.perf_counter() - start)
             assert result.success, result.status
-            q, q_ref = result.q_next, result.q_ref_next
+            q, q_ref = result.q_next, result.state_next.q_ref
     return times
 
 

@@ -49,9 +49,9 @@ def measure(config: str, robot: str, command: list, formulation, steps: int) -> 
     for _ in range(steps):
         for mode, spent in times.items():
             start = time.perf_counter()
-            result = sim.step(q, {robot: command}, q_ref=q_ref, gradients=mode)
+            result = sim.step(sim.initial_state(q, q_ref=q_ref), {robot: command}, gradients=mode)
             spent.append(time.perf_counter() - start)
-        q, q_ref = result.q_next, result.q_ref_next
+        q, q_ref = result.q_next, result.state_next.q_ref
     plain, commands, full = (np.array(spent) for spent in times.values())
     return {'n_q': int(len(q)), 'plain_ms': float(1e3 * np.median(plain)),
             'commands_ms': float(1e3 * np.median(commands)),

@@ -22,10 +22,26 @@ counted.  Prints tables and writes JSON and a PNG.
 
     .venv/bin/python benchmarks/step_time.py [--repeats 5] [--scene all|two_pads|arm]
         [--json out/step_time.json] [--png out/step_time.png]
+
+The guard against regressions (run it before committing a change to the
+step; docs/performance.md): ``--quick --against REV`` times the working
+tree and the git revision REV, each in a worker process of its own
+(``step_time_worker.py``), in thread CPU time, passes of the two scenes
+alternately for about 30 s, and prints the mean CPU per two-pad step and per
+arm update of each, and their ratio (working tree / REV):
+
+    .venv/bin/python benchmarks/step_time.py --quick --against HEAD [--seconds 30]
+
+REV is extracted once into .build/step_time/<commit> (with its numba cache:
+the first run against a new revision also compiles its kernels).
 """
 
 import argparse
+import json
+import os
 from pathlib import Path
+import subprocess
+import sys
 import time
 
 import matplotlib
@@ -55,12 +71,13 @@ def run_sequence(sim: QuasistaticSimulator) -> list:
     for phase, command, steps in PHASES:
         for _ in range(steps):
             start = time.perf_counter()
-            result = sim.step(q, {'pads': command}, q_ref=q_ref)
+            result = sim.step(sim.initial_state(q, q_ref=q_ref), {'pads': command})
             elapsed = time.perf_counter() - start
             if not result.success:
                 raise RuntimeError(f'step failed in phase {phase}: {result.status}')
-            q, q_ref = result.q_next, result.q_ref_next
-            rows.append((phase, elapsed, result.solve_time, result.contact_set.n_c))
+            q, q_ref = result.q_next, result.state_next.q_ref
+            rows.append((phase, elapsed, result.diagnostics.solve_time,
+                         result.contact_set.n_c))
     return rows
 
 
@@ -197,14 +214,106 @@ def bench_arm(repeats: int) -> tuple[dict, np.ndarray]:
     return summary, np.array([r[1] for r in rows]) * 1e6
 
 
+REPO = Path(__file__).resolve().parent.parent
+WORKER = Path(__file__).resolve().parent / 'step_time_worker.py'
+
+
+def extracted(revision: str) -> Path:
+    """Return a checkout of ``revision`` in .build/step_time/<commit> (extracted once)."""
+    commit = subprocess.run(['git', '-C', str(REPO), 'rev-parse', '--verify',
+                             f'{revision}^{{commit}}'], capture_output=True, text=True)
+    if commit.returncode != 0:
+        raise SystemExit(f'--against {revision}: not a git revision of {REPO} '
+                         f'({commit.stderr.strip()}). Fix: a commit, branch or tag, e.g. HEAD.')
+    root = REPO / '.build' / 'step_time' / commit.stdout.strip()
+    if not (root / 'quasistatic_drake').is_dir():
+        root.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.Popen(['git', '-C', str(REPO), 'archive', commit.stdout.strip()],
+                                   stdout=subprocess.PIPE)
+        subprocess.run(['tar', '-x', '-C', str(root)], stdin=archive.stdout, check=True)
+        if archive.wait() != 0:
+            raise SystemExit(f'git archive {revision} failed')
+    return root
+
+
+class Worker:
+    """A step_time_worker.py process timing the checkout at ``root``."""
+
+    def __init__(self, root: Path):
+        env = dict(os.environ, PYTHONPATH=str(root))
+        self.process = subprocess.Popen([sys.executable, str(WORKER)], env=env, cwd=str(root),
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        text=True)
+
+    def wait_ready(self) -> None:
+        """Read lines until the worker says it is ready (its warm-up is done)."""
+        for line in self.process.stdout:
+            if line.strip() == 'ready':
+                return
+        raise RuntimeError(f'the worker exited with {self.process.wait()} before it was ready')
+
+    def run(self, scene: str) -> list:
+        """Return the thread CPU times [s] of one pass of ``scene``."""
+        self.process.stdin.write(scene + '\n')
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f'the worker exited with {self.process.wait()} during {scene}')
+        return json.loads(line)
+
+    def close(self) -> None:
+        """Ask the worker to quit."""
+        if self.process.poll() is None:
+            self.process.stdin.write('quit\n')
+            self.process.stdin.flush()
+        self.process.wait()
+
+
+def quick(against: str, seconds: float) -> dict:
+    """Time the working tree against ``against``, alternately; print and return the means."""
+    versions = {'tree': REPO, against: extracted(against)}
+    workers = {name: Worker(root) for name, root in versions.items()}
+    try:
+        for worker in workers.values():
+            worker.wait_ready()
+        times = {scene: {name: [] for name in workers} for scene in ('two_pads', 'arm')}
+        start, rounds = time.perf_counter(), 0
+        while rounds < 2 or time.perf_counter() - start < seconds:
+            for scene, by_version in times.items():
+                for name, worker in workers.items():       # old and new, alternately
+                    by_version[name].extend(worker.run(scene))
+            rounds += 1
+    finally:
+        for worker in workers.values():
+            worker.close()
+    summary = {'against': against, 'rounds': rounds}
+    print(f'thread CPU time, working tree against {against}, {rounds} alternating rounds')
+    for scene, by_version in times.items():
+        mean = {name: float(np.mean(values)) * 1e6 for name, values in by_version.items()}
+        ratio = mean['tree'] / mean[against]
+        summary[scene] = {'mean_us': mean, 'ratio': ratio,
+                          'steps': {name: len(values) for name, values in by_version.items()}}
+        what = 'step' if scene == 'two_pads' else 'plant update'
+        print(f"{scene:>9} mean {what}: tree {mean['tree']:.0f} us, {against} "
+              f"{mean[against]:.0f} us, ratio {ratio:.3f}")
+    return summary
+
+
 def main() -> None:
     """Measure, print and save."""
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--quick', action='store_true',
+                        help='time the working tree against --against REV (about --seconds)')
+    parser.add_argument('--against', default='HEAD', metavar='REV')
+    parser.add_argument('--seconds', type=float, default=20.0)
     parser.add_argument('--repeats', type=int, default=5)
     parser.add_argument('--scene', choices=('all', 'two_pads', 'arm'), default='all')
     parser.add_argument('--json', type=Path, default=Path('out/step_time.json'))
     parser.add_argument('--png', type=Path, default=Path('out/step_time.png'))
     args = parser.parse_args()
+    if args.quick:
+        quick(args.against, args.seconds)
+        return
     if args.repeats < 1:
         parser.error('--repeats must be at least 1')
     summary = {'machine': machine()}

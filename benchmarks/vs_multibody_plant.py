@@ -282,9 +282,11 @@ def _step_through(sim: QuasistaticSimulator, scene: Scene, commands: np.ndarray,
             if time.perf_counter() - start > timeout:
                 row.status = f'timed out after {timeout:g} s at step {k} of {len(commands)}'
                 break
-            result = sim.step(q, {scene.robot: command}, q_ref=q_ref, robot_velocity=v_a)
+            start_state = sim.initial_state(q, q_ref=q_ref, robot_velocity=v_a)
+            result = sim.step(start_state, {scene.robot: command})
             row.failed_steps += int(not result.success)
-            q, q_ref, v_a = result.q_next, result.q_ref_next, result.robot_velocity_next
+            state = result.state_next
+            q, q_ref, v_a = state.q, state.q_ref, state.robot_velocity
             times.append((k + 1) * h)
             states.append(q[q_idx].copy())
     except Exception as err:   # MiqpTooLarge, a solver error: recorded, the sweep goes on

@@ -2,7 +2,7 @@
 quasistatic_drake: a Drake-native quasistatic manipulation simulator.
 
 Public API: :class:`Scenario` (YAML scenario), :class:`QuasistaticSimulator`
-(the time-stepping engine) and its :class:`StepResult`, and
+(the time-stepping engine), its :class:`State` and :class:`StepResult`, and
 :class:`QuasistaticPlant` (the engine as a Drake LeafSystem).
 
 The names are imported on first use (PEP 562), so that a submodule without
@@ -16,9 +16,10 @@ _EXPORTS = {
     "Scenario": "quasistatic_drake.scenario",
     "ScenarioError": "quasistatic_drake.scenario",
     "QuasistaticSimulator": "quasistatic_drake.simulator",
-    "StepResult": "quasistatic_drake.simulator",
-    "Rollout": "quasistatic_drake.simulator",
-    "Contact": "quasistatic_drake.simulator",
+    "State": "quasistatic_drake.state",
+    "StepResult": "quasistatic_drake.results",
+    "Rollout": "quasistatic_drake.results",
+    "Contact": "quasistatic_drake.results",
     "CommandError": "quasistatic_drake.simulator",
     "QuasistaticPlant": "quasistatic_drake.quasistatic_plant",
 }

@@ -130,27 +130,29 @@ def shoot(sim, q0: np.ndarray, robots: Sequence[str], commands: Commands, theta:
     splits = np.cumsum(sizes)[:-1]
     dq = np.zeros((len(q), len(theta)))
     dq[list(free_initial), n_cmd + np.arange(len(free_initial))] = 1.0
-    robot_q = sim._robot_q_idx          # the reference starts at q0's robot positions
-    q_ref, dq_ref = q[robot_q].copy(), dq[robot_q].copy()
+    robot_q = sim.robot_q_idx          # the reference starts at q0's robot positions
+    state = sim.initial_state(q)
+    dq_ref = dq[robot_q].copy()
     v_all = commands.at(theta[:n_cmd])
     failed = degenerate = 0
     for k, v_k in enumerate(v_all):
         v_cmd = dict(zip(robots, np.split(v_k, splits)))
-        result = sim.step(q, v_cmd, q_ref=q_ref, gradients=gradients)
+        result = sim.step(state, v_cmd, gradients=gradients)
         if not result.success:
             failed += 1
             continue
         if not gradients:
-            q, q_ref = result.q_next, result.q_ref_next
+            state = result.state_next
             continue
         dv = np.zeros((len(v_k), len(theta)))
         dv[:, :n_cmd] = commands.basis[k]
-        dq_next = (result.dq_next_dq @ dq + result.dq_next_dv_cmd @ dv
-                   + result.dq_next_dq_ref @ dq_ref)
+        chain = result.gradients
+        dq_next = (chain.dq_next_dq @ dq + chain.dq_next_dv_cmd @ dv
+                   + chain.dq_next_dq_ref @ dq_ref)
         dq_ref = dq_ref + sim.h * dv
-        degenerate += int(result.gradient_degenerate)
-        q, q_ref, dq = result.q_next, result.q_ref_next, dq_next
-    return Shot(q, dq, failed, degenerate)
+        degenerate += int(chain.degenerate)
+        state, dq = result.state_next, dq_next
+    return Shot(np.array(state.q), dq, failed, degenerate)
 
 
 @dataclass(frozen=True)

@@ -1,21 +1,25 @@
 """
 QuasistaticPlant: the engine as a pydrake LeafSystem, for Diagrams built with DiagramBuilder.
 
-State (in the Context, nothing hidden in the System):
+State (in the Context, nothing hidden in the System): the engine's
+:class:`State` (state.py), split over Drake's state groups so that a
+MultibodyPlant user finds vectors where they expect them:
 
 * discrete group 0, ``q``: the configuration (``QuasistaticSimulator.default_positions()``
   by default);
-* discrete group 1, ``q_ref``: the robots' commanded-position reference
-  (simulator.py; Pang & Tedrake 2021's spring reference under the QP),
-  robots in scenario order;
+* discrete group 1, ``q_ref``: the robots' reference (Pang & Tedrake 2021's
+  spring reference under the QP), robots in scenario order;
 * discrete group 2, ``v_a``: the robots' joint velocities (zero at first and
   after ``set_positions``), which the step takes and returns under the
   scenario's ``robot_inertia``; without it they stay zero;
-* an abstract :class:`StepOutcome`: what the last step reported (status,
-  contacts, timing), for the status and contact-results output ports;
 * an abstract warm start (None at first and after ``set_positions``; the
-  MIQP's MIP start): the last step's ``StepResult.warm_start_next``, passed
-  to the next step.
+  MIQP's MIP start);
+* an abstract :class:`StepOutcome`: what the last step reported (status,
+  contacts, timing), for the status and contact-results output ports.
+
+``get_state(context)`` and ``set_state(context, state)`` read and write the
+engine's State as a whole; ``set_positions(context, q)`` sets
+``initial_state(q)``.
 
 Outputs have no side effects.  The poses and the QueryObject come from a
 cache entry of each Context: a copy of the engine's MultibodyPlant and
@@ -53,10 +57,13 @@ import numpy as np
 from pydrake.common.value import AbstractValue, Value
 from pydrake.geometry import QueryObject
 from pydrake.math import RigidTransform
-from pydrake.systems.framework import BasicVector, Context, LeafSystem, State, ValueProducer
+from pydrake.systems.framework import BasicVector, Context, LeafSystem, ValueProducer
+from pydrake.systems.framework import State as DrakeState
 
+from quasistatic_drake.results import Contact, StepResult
 from quasistatic_drake.scenario import Scenario
-from quasistatic_drake.simulator import CommandError, Contact, QuasistaticSimulator, StepResult
+from quasistatic_drake.simulator import CommandError, QuasistaticSimulator
+from quasistatic_drake.state import State
 
 
 @dataclass(frozen=True)
@@ -195,50 +202,59 @@ class QuasistaticPlant(LeafSystem):
         """Return the warm start the next step will use (None: none; the MIQP's MIP start)."""
         return context.get_abstract_state(self._warm_start_index).get_value()
 
+    def get_state(self, context: Context) -> State:
+        """Return the engine's State held in a context of this system (state.py)."""
+        return State(q=self.get_positions(context), q_ref=self.get_reference(context),
+                     robot_velocity=(self.get_robot_velocities(context)
+                                     if self.scenario.robot_inertia else None),
+                     warm_start=self.get_warm_start(context))
+
+    def set_state(self, context: Context, state: State) -> None:
+        """Set the context's state from an engine State (checked first; CommandError)."""
+        state = self.engine.checked_state(state)
+        context.SetDiscreteState(self._q_index, np.array(state.q))
+        context.SetDiscreteState(self._q_ref_index, np.array(state.q_ref))
+        context.SetDiscreteState(self._v_a_index, np.zeros(len(self._robot_q_idx))
+                                 if state.robot_velocity is None
+                                 else np.array(state.robot_velocity))
+        context.SetAbstractState(self._outcome_index,
+                                 self._initial_outcome(np.array(state.q), context.get_time()))
+        context.SetAbstractState(self._warm_start_index, state.warm_start)
+
     def set_positions(self, context: Context, q: np.ndarray) -> None:
-        """Set q, reset the reference to the robots' positions in q (no preload)."""
-        q = self.engine.checked_positions(q).copy()
-        context.SetDiscreteState(self._q_index, q)
-        context.SetDiscreteState(self._q_ref_index, q[self._robot_q_idx])
-        context.SetDiscreteState(self._v_a_index, np.zeros(len(self._robot_q_idx)))
-        context.SetAbstractState(self._outcome_index, self._initial_outcome(q, context.get_time()))
-        context.SetAbstractState(self._warm_start_index, None)
+        """Set q, reset the reference to the robots' positions in q (no preload), the rest."""
+        self.set_state(context, self.engine.initial_state(q))
 
     # ----- the update ------------------------------------------------------------------
-    def _update(self, context: Context, state: State) -> None:
-        q = self.get_positions(context)
-        q_ref = self.get_reference(context)
+    def _update(self, context: Context, state: DrakeState) -> None:
         t = context.get_time()
-        commands = self._read_commands(context, t, q, q_ref)
+        current = self.get_state(context)
+        commands = self._read_commands(context, t, current)
         forces = self._read_vectors(self._force_ports, context, t, self._object_velocities)
         try:
-            result = self.engine.step(q, commands, q_ref=q_ref,
-                                      warm_start=self.get_warm_start(context),
-                                      object_forces=forces,
-                                      robot_velocity=(self.get_robot_velocities(context)
-                                                      if self.scenario.robot_inertia else None))
+            result = self.engine.step(current, commands, object_forces=forces)
         except CommandError as err:
             raise CommandError(f"QuasistaticPlant at t = {t:.6g} s: {err} The state was not "
                                "changed.") from None
         previous = context.get_abstract_state(self._outcome_index).get_value()
+        following = result.state_next
         if result.success:
-            state.get_mutable_discrete_state(self._q_index).set_value(result.q_next)
-            state.get_mutable_discrete_state(self._q_ref_index).set_value(result.q_ref_next)
-            if result.robot_velocity_next is not None:
+            state.get_mutable_discrete_state(self._q_index).set_value(following.q)
+            state.get_mutable_discrete_state(self._q_ref_index).set_value(following.q_ref)
+            if following.robot_velocity is not None:
                 state.get_mutable_discrete_state(self._v_a_index).set_value(
-                    result.robot_velocity_next)
-        state.get_mutable_abstract_state(self._warm_start_index).set_value(result.warm_start_next)
+                    following.robot_velocity)
+        state.get_mutable_abstract_state(self._warm_start_index).set_value(following.warm_start)
         state.get_mutable_abstract_state(self._outcome_index).set_value(
             self._outcome(result, t, previous.steps + 1))
 
-    def _read_commands(self, context: Context, t: float, q: np.ndarray,
-                       q_ref: np.ndarray) -> dict:
+    def _read_commands(self, context: Context, t: float, current: State) -> dict:
         """Return each robot's velocity command; a connected position command wins."""
         joints = self.engine.robot_joint_names
         commands = self._read_vectors(self._command_ports, context, t, joints)
         positions = self._read_vectors(self._position_ports, context, t, joints)
         if positions:
-            commands.update(self.engine.velocity_for_positions(q, q_ref, positions))
+            commands.update(self.engine.velocity_for_positions(current, positions))
         return commands
 
     def _read_vectors(self, ports: dict, context: Context, t: float, labels) -> dict:
@@ -268,12 +284,13 @@ class QuasistaticPlant(LeafSystem):
         return labels
 
     def _outcome(self, result: StepResult, t: float, steps: int) -> StepOutcome:
-        min_phi = result.min_phi_next if result.success else self.engine.min_signed_distance(
-            result.q_next)
+        diagnostics = result.diagnostics
+        min_phi = (diagnostics.min_phi_next if result.success
+                   else self.engine.min_signed_distance(result.q_next))
         return StepOutcome(status=result.status, time=t, steps=steps,
-                           solve_time=result.solve_time, step_time=result.step_time,
+                           solve_time=diagnostics.solve_time, step_time=diagnostics.step_time,
                            min_signed_distance=float(min_phi),
-                           result=result if result.success else None, error=result.error)
+                           result=result if result.success else None, error=diagnostics.error)
 
     def _initial_outcome(self, q: np.ndarray, t: float = 0.0) -> StepOutcome:
         return StepOutcome(status="initial", time=t, steps=0, solve_time=0.0, step_time=0.0,

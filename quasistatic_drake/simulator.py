@@ -8,22 +8,15 @@ plug-in), and integration q_next = q + h N(q) v' with quaternions
 renormalised.  The step loop is the same for every formulation
 (formulations/base.py says what a formulation does and what the loop does).
 
-The robots' commanded-position reference is part of the state.  Under the
-QP it is the spring reference qbar_a of Pang & Tedrake 2021's impedance
-model: each step advances it, qbar_a' = qbar_a + h v_cmd, and the robot
-joints are springs pulling towards qbar_a'.  In free space the robot
-therefore follows v_cmd exactly; in contact the reference runs ahead of the
-joints and the spring force K (qbar_a' - q_a') is what squeezes a grasp.
-The reference, and a formulation's warm start (the MIQP's MIP start), are
-explicit arguments, so a step's result depends on its arguments only:
-
-* ``step(q, v_cmd, q_ref=...)``: the one given (n_a values, robots in scenario
-  order, joints in ``robot_joint_names`` order); a rollout passes the last
-  step's ``StepResult.q_ref_next``, and the spring preload carries over;
-* ``step(q, v_cmd)``: the robot positions of q, no preload.
-
-:meth:`QuasistaticSimulator.rollout` steps through a sequence of commands,
-handing each step's q_next, q_ref_next and warm_start_next to the next.
+The state is explicit (state.py): ``result = sim.step(state, v_cmd)``, then
+``state = result.state_next``.  It holds q, the robots' reference (under
+the QP the spring reference qbar_a of Pang & Tedrake 2021's impedance
+model: each step advances it, qbar_a' = qbar_a + h v_cmd, and in contact it
+runs ahead of the joints: the spring force K (qbar_a' - q_a') squeezes a
+grasp), the robots' velocity (under ``robot_inertia``) and the
+formulation's warm start.  ``sim.initial_state()`` builds one; a step's
+result depends on its arguments only.  :meth:`QuasistaticSimulator.rollout`
+steps through a sequence of commands.
 
 The engine keeps one MultibodyPlant context as scratch space: every query
 sets it to the q it is given first.  Keyed caches (the plant's set q, the
@@ -36,8 +29,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, replace
-from functools import cached_property
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Iterator, Mapping, Optional, Union
 
 import numpy as np
@@ -55,14 +47,17 @@ from quasistatic_drake.formulations.base import (Formulation, ModelFacts, Object
 from quasistatic_drake.joint_limits import joint_limit_velocity_bounds
 from quasistatic_drake.manifold import body_motions
 from quasistatic_drake.model import QuasistaticModel
+from quasistatic_drake.results import (Contact, Rollout, StepDiagnostics, StepGradients,
+                                       StepResult)
 from quasistatic_drake.scenario import Scenario, ScenarioError
 from quasistatic_drake.schema import SchemaError
+from quasistatic_drake.state import State
 from quasistatic_drake.step_gradients import GRADIENT_MODES, step_gradients
 from quasistatic_drake.sticking import (loaded_contacts, MAX_SLIP_CORRECTION, MAX_SLIP_ITERATIONS,
                                         moving_together, point_jacobians, REACH, SLIP_TOL,
                                         slip_rows, STILL, stuck_contacts, touching_contacts)
 
-__all__ = ["CommandError", "Contact", "QuasistaticSimulator", "Rollout", "StepResult"]
+__all__ = ["CommandError", "Contact", "QuasistaticSimulator", "Rollout", "State", "StepResult"]
 
 MAX_RESOLVES = 3   # widenings of the detection tolerance in one step (_tolerance_for_sweep)
 # [m] the largest error a turning body's linearised contacts may make in one step
@@ -71,117 +66,6 @@ LINEARISATION_ERROR = 5e-4
 # a step that still penetrates deeper with its turns limited is solved again with half the
 # limits, down to this fraction of them (_step)
 MIN_TURN_SCALE = 0.125
-
-
-@dataclass(frozen=True)
-class Contact:
-    """
-    One contact point after a step; ``force_W`` is the force on body_b by body_a [N].
-
-    Under a formulation whose impulses are known only up to a scale (the
-    LCP of Halm & Posa: the limit-surface factor k of their eq. 10),
-    ``force_W`` is None and ``scaled_impulse_W`` holds k times the impulse
-    over the step; it is never in newtons.
-    """
-
-    body_a: str
-    body_b: str
-    point_W: np.ndarray
-    normal_W: np.ndarray
-    phi: float
-    force_W: Optional[np.ndarray]
-    scaled_impulse_W: Optional[np.ndarray] = None
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """
-    The outcome of one step.  On failure ``q_next`` equals the input q.
-
-    ``recovery_dropped`` is True when the step was infeasible as posed and
-    was solved working off only the fraction ``recovery_fraction`` of each
-    penetration (``QuasistaticSimulator._partial_recovery``).
-    ``rotation_limited`` is True when the step was solved again with the
-    bodies' turn bounded, because its linearised contacts let it penetrate
-    deeper (``QuasistaticSimulator._deepened``).  ``reference_limited`` is
-    True when ``q_ref_next`` was held within a robot's
-    ``max_reference_lead`` of its joints (``formulations.base.lead_bounded``).
-    ``status`` is "error" when something inside the step raised (a Drake
-    check, a solver crash): ``error`` then says what, and q_next = q.
-    ``warm_start_next`` is the warm start for the next step (the MIQP's MIP
-    start: this step's binaries, or on failure the start it was given; None
-    for formulations that take none).  ``solution`` is the formulation's own
-    solution (formulations/: ``QpSolution``, ``MiqpStepSolution`` with
-    ``tight_big_m``, ...; None after an error).  ``forces_W`` is None and
-    ``scaled_impulses_W`` holds the impulses when the formulation knows them
-    only up to a scale (``Formulation.scaled_impulses``: the LCP).
-    """
-
-    q_next: np.ndarray
-    status: str
-    solve_time: float
-    q_ref_next: np.ndarray
-    v: Optional[np.ndarray]
-    contact_set: ContactSet
-    forces_W: Optional[np.ndarray]
-    step_time: float
-    resolves: int = 0
-    min_phi_next: float = field(default=np.inf)
-    recovery_dropped: bool = False
-    error: str = ""
-    recovery_fraction: float = 1.0
-    rotation_limited: bool = False
-    reference_limited: bool = False
-    warm_start_next: Any = None
-    solution: Optional[StepSolution] = None
-    scaled_impulses_W: Optional[np.ndarray] = None
-    dq_next_dq: Optional[np.ndarray] = None        # step(gradients=True): n_q x n_q
-    dq_next_dv_cmd: Optional[np.ndarray] = None    # n_q x n_a (robots, joints in order)
-    dq_next_dq_ref: Optional[np.ndarray] = None    # n_q x n_a
-    gradient_degenerate: bool = False              # one-sided: a weakly active constraint
-    # Delta (n_v, objects only): q_next integrates v + Delta, which keeps the stuck
-    # contacts' material points together (sticking.py); None: no correction
-    slip_correction: Optional[np.ndarray] = None
-    # robot_inertia: the robots' joint velocities v_a' at the step's end, the next step's
-    # robot_velocity (on failure: the one given); None without robot inertia
-    robot_velocity_next: Optional[np.ndarray] = None
-
-    @property
-    def success(self) -> bool:
-        """Return whether the step was solved and q advanced."""
-        return self.status == "optimal"
-
-    @cached_property
-    def contacts(self) -> tuple[Contact, ...]:
-        """Return the contacts of the step with their forces (built on first access)."""
-        cs = self.contact_set
-        mid = 0.5 * (cs.point_A_W + cs.point_B_W)
-        scaled = self.scaled_impulses_W
-        return tuple(Contact(cs.body_a[i], cs.body_b[i], mid[i], cs.normal_W[i],
-                             float(cs.phi[i]),
-                             None if self.forces_W is None else self.forces_W[i],
-                             None if scaled is None else scaled[i]) for i in range(cs.n_c))
-
-
-@dataclass(frozen=True)
-class Rollout:
-    """
-    Steps from :meth:`QuasistaticSimulator.rollout`.
-
-    ``q`` (steps + 1 rows) and ``q_ref`` start with the initial values; row
-    k + 1 follows ``results[k]``.  ``robot_velocity`` likewise under the
-    scenario's ``robot_inertia`` (None without).
-    """
-
-    q: np.ndarray
-    q_ref: np.ndarray
-    results: tuple[StepResult, ...]
-    robot_velocity: Optional[np.ndarray] = None
-
-    @property
-    def failed_steps(self) -> int:
-        """Return how many steps did not succeed (their q was kept)."""
-        return sum(not r.success for r in self.results)
 
 
 class QuasistaticSimulator:
@@ -215,6 +99,11 @@ class QuasistaticSimulator:
     def default_positions(self) -> np.ndarray:
         """Return the scenario's initial configuration q (a copy)."""
         return self.model.q_default.copy()
+
+    @property
+    def robot_q_idx(self) -> np.ndarray:
+        """Return the robots' entries of q, in the order of the reference q_ref."""
+        return self._robot_q_idx.copy()
 
     def robot_joint_names(self, robot: str) -> list[str]:
         """Return the actuated joints of a robot, in the order of its v_cmd entries."""
@@ -255,65 +144,85 @@ class QuasistaticSimulator:
         """Return v_cmd as one array (robots in scenario order, those left out 0); CommandError."""
         return self._checked_command(v_cmd)
 
-    def step(self, q: np.ndarray, v_cmd: Mapping[str, np.ndarray],
-             q_ref: Optional[np.ndarray] = None, warm_start: Any = None,
-             object_forces: Optional[Mapping[str, np.ndarray]] = None,
-             gradients: Union[bool, str] = False,
-             robot_velocity: Optional[np.ndarray] = None) -> StepResult:
+    def initial_state(self, q: Optional[np.ndarray] = None, q_ref: Optional[np.ndarray] = None,
+                      robot_velocity: Optional[np.ndarray] = None,
+                      warm_start: Any = None) -> State:
         """
-        Advance q by one time step h under the robots' velocity commands.
+        Return a checked State to start from (state.py).
 
-        ``v_cmd`` maps robot names to joint velocities (robots left out hold still).
-        ``q_ref`` is the robots' reference (module docstring); None means the
-        robot positions of q.  ``warm_start`` is the formulation's warm start,
-        usually the last step's ``warm_start_next``: under the MIQP a MIP
-        start, which changes how fast Gurobi solves and, among equally good
-        solutions, which one it returns; the QP takes none.
-        ``object_forces`` maps object names to generalized forces applied to
-        them over the step (one per object velocity, as gravity's; [N, N m]).
-        The result depends on the arguments only.  The input q is never modified.  Bad
-        input raises CommandError and changes nothing, as does
-        ``SolverLimitExceeded`` (the problem exceeds the solver's licence, as
-        the MIQP's ``MiqpTooLarge``; its message gives the fixes).  A failed
-        solve, or any other failure inside the step (status "error": whatever
-        was raised but KeyboardInterrupt), returns a result with q_next = q:
-        the engine stays usable.  ``gradients=True`` also fills the step's
-        derivatives ``dq_next_dq``, ``dq_next_dv_cmd`` and ``dq_next_dq_ref``
-        (``step_gradients.py``) on a successful step; a formulation that
-        gives none is a CommandError.  With ``q_ref`` None the reference is
-        the robot positions of q, and ``dq_next_dq`` includes that.
-        ``gradients="commands"`` fills ``dq_next_dv_cmd`` and ``dq_next_dq_ref``
-        only (qsim's kBOnly): they need no detector run and cost a fraction
-        of a step.  ``robot_velocity``: under the scenario's ``robot_inertia``,
-        the robots' joint velocities at the step's start (robots in scenario
-        order, joints in ``robot_joint_names`` order; None: at rest), usually
-        the last step's ``robot_velocity_next``.
+        ``q``: the configuration (None: the scenario's initial one);
+        ``q_ref``: the robots' reference (None: the robot positions of q, no
+        preload); ``robot_velocity``: under the scenario's ``robot_inertia``,
+        the robots' joint velocities (None: at rest); ``warm_start``: the
+        formulation's (None: none).  Bad input raises CommandError.
         """
+        q = self.model.q_default.copy() if q is None else self._checked_q(q)
+        return State(q=q, q_ref=self._start_reference(q, q_ref),
+                     robot_velocity=self._checked_robot_velocity(robot_velocity),
+                     warm_start=self.formulation.checked_warm_start(warm_start))
+
+    def checked_state(self, state: Any) -> State:
+        """Return ``state`` after checking every part of it (CommandError naming the part)."""
+        if not isinstance(state, State):
+            raise CommandError(
+                f"the state must be a quasistatic_drake.State, got {type(state).__name__}. "
+                "step(q, v_cmd, q_ref=...) is the old form. Fix: state = "
+                "sim.initial_state(q, q_ref=q_ref); result = sim.step(state, v_cmd); "
+                "state = result.state_next.")
+        q = self._checked_q(state.q)
+        self._start_reference(q, state.q_ref)
+        self._checked_robot_velocity(state.robot_velocity)
+        self.formulation.checked_warm_start(state.warm_start)
+        return state
+
+    def step(self, state: State, v_cmd: Optional[Mapping[str, np.ndarray]] = None, *,
+             object_forces: Optional[Mapping[str, np.ndarray]] = None,
+             gradients: Union[bool, str] = False, **old_keywords) -> StepResult:
+        """
+        Advance the state by one time step h under the robots' velocity commands.
+
+        ``result = sim.step(state, v_cmd)``, then ``state = result.state_next``
+        (state.py: the state carries q, the robots' reference, their velocity
+        and the warm start).  ``v_cmd`` maps robot names to joint velocities
+        (robots left out hold still).  ``object_forces`` maps object names to
+        generalized forces applied to them over the step (one per object
+        velocity, as gravity's; [N, N m]).  The result depends on the
+        arguments only; the state given is never modified.  Bad input raises
+        CommandError and changes nothing, as does ``SolverLimitExceeded`` (the
+        problem exceeds the solver's licence, as the MIQP's ``MiqpTooLarge``;
+        its message gives the fixes).  A failed solve, or any other failure
+        inside the step (status "error": whatever was raised but
+        KeyboardInterrupt), returns a result whose ``state_next`` keeps q and
+        the reference: the engine stays usable.  ``gradients=True`` also fills
+        ``result.gradients`` (dq_next/dq, /dv_cmd, /dq_ref; step_gradients.py)
+        on a successful step; ``gradients="commands"`` the last two only
+        (qsim's kBOnly); a formulation that gives none is a CommandError.
+        """
+        if old_keywords:
+            raise CommandError(
+                f"step() got {sorted(old_keywords)}: the reference, warm start and robot "
+                "velocity are parts of the State now. Fix: state = sim.initial_state(q, "
+                "q_ref=..., robot_velocity=..., warm_start=...); result = sim.step(state, "
+                "v_cmd); state = result.state_next.")
         start = time.perf_counter()
-        q = self._checked_q(q).copy()
-        v_bar = self._checked_command(v_cmd)
-        reference_of_q = q_ref is None     # then q_ref follows q (its robot positions)
-        q_ref = self._start_reference(q, q_ref)
-        warm_start = self.formulation.checked_warm_start(warm_start)
+        state = self.checked_state(state)
+        q, q_ref = np.array(state.q), np.array(state.q_ref)
+        v_bar = self._checked_command({} if v_cmd is None else v_cmd)
+        warm_start = state.warm_start
         tau_ext = self._checked_object_forces(object_forces)
-        v_a = self._checked_robot_velocity(robot_velocity)
+        v_a = self._checked_robot_velocity(state.robot_velocity)
         self.check_gradients(gradients)
         try:
-            result = self._step(q, q_ref, v_bar, warm_start, start, tau_ext, gradients, v_a)
-            if reference_of_q and result.dq_next_dq is not None:
-                total = result.dq_next_dq.copy()
-                total[:, self._robot_q_idx] += result.dq_next_dq_ref
-                result = replace(result, dq_next_dq=total)
-            return result
+            return self._step(q, q_ref, v_bar, warm_start, start, tau_ext, gradients, v_a)
         except SolverLimitExceeded:
             raise
         except (Exception, SystemExit) as err:   # noqa: B902 - nothing may end the process
             return StepResult(
-                q_next=q, status="error", solve_time=0.0, q_ref_next=q_ref, v=None,
+                state_next=state, status="error",
                 contact_set=ContactSet.empty(self.model.n_v, self.scenario.friction_directions),
-                forces_W=np.zeros((0, 3)), step_time=time.perf_counter() - start,
-                error=f"{type(err).__name__}: {err}", warm_start_next=warm_start,
-                robot_velocity_next=v_a)
+                forces_W=np.zeros((0, 3)),
+                diagnostics=StepDiagnostics(step_time=time.perf_counter() - start,
+                                            error=f"{type(err).__name__}: {err}"))
 
     def check_gradients(self, gradients: Any) -> None:
         """Raise CommandError unless :meth:`step` can give the ``gradients`` asked for."""
@@ -333,37 +242,26 @@ class QuasistaticSimulator:
                                "not computed, so chained gradients would be wrong. Fix: "
                                "robot_inertia: false, or gradients=False.")
 
-    def rollout(self, q0: np.ndarray, commands: Iterable[Mapping[str, np.ndarray]],
-                q_ref: Optional[np.ndarray] = None, warm_start: Any = None,
-                robot_velocity: Optional[np.ndarray] = None,
+    def rollout(self, state: State, commands: Iterable[Mapping[str, np.ndarray]],
                 gradients: Union[bool, str] = False) -> Rollout:
         """
-        Step from q0 through ``commands``, one ``v_cmd`` mapping per step.
+        Step from ``state`` through ``commands``, one ``v_cmd`` mapping per step.
 
-        Each step starts from the last one's ``q_next``, ``q_ref_next``,
-        ``warm_start_next`` and ``robot_velocity_next``; ``q_ref``,
-        ``warm_start`` and ``robot_velocity`` are the first step's (None: the
-        robot positions of q0, no warm start, robots at rest).  A failed
-        step keeps q, and the rollout goes on from there.  ``gradients`` is
-        passed to every :meth:`step`.  A bad command raises CommandError
-        naming its index; nothing is returned.
+        Each step starts from the last one's ``state_next``.  A failed step
+        keeps q, and the rollout goes on from there.  ``gradients`` is passed
+        to every :meth:`step`.  A bad command raises CommandError naming its
+        index; nothing is returned.
         """
-        q = self._checked_q(q0).copy()
-        q_ref = self._start_reference(q, q_ref)
-        v_a = self._checked_robot_velocity(robot_velocity)
-        qs, refs, velocities, results = [q], [q_ref], [v_a], []
-        for result in self.rollout_steps(q, commands, q_ref, warm_start, v_a, gradients):
-            qs.append(result.q_next)
-            refs.append(result.q_ref_next)
-            velocities.append(result.robot_velocity_next)
-            results.append(result)
-        v_a = velocities[-1]
-        return Rollout(q=np.array(qs), q_ref=np.array(refs), results=tuple(results),
-                       robot_velocity=None if v_a is None else np.array(velocities))
+        state = self.checked_state(state)
+        results = list(self.rollout_steps(state, commands, gradients))
+        states = [state] + [r.state_next for r in results]
+        velocities = [s.robot_velocity for s in states]
+        return Rollout(q=np.array([s.q for s in states]),
+                       q_ref=np.array([s.q_ref for s in states]), results=tuple(results),
+                       final_state=states[-1],
+                       robot_velocity=None if velocities[0] is None else np.array(velocities))
 
-    def rollout_steps(self, q0: np.ndarray, commands: Iterable[Mapping[str, np.ndarray]],
-                      q_ref: Optional[np.ndarray] = None, warm_start: Any = None,
-                      robot_velocity: Optional[np.ndarray] = None,
+    def rollout_steps(self, state: State, commands: Iterable[Mapping[str, np.ndarray]],
                       gradients: Union[bool, str] = False) -> Iterator[StepResult]:
         """
         Yield the StepResults of :meth:`rollout` one at a time, as they are taken.
@@ -372,17 +270,13 @@ class QuasistaticSimulator:
         sees an exception, such as ``SolverLimitExceeded``) keeps the steps
         it was given.  A bad command raises CommandError naming its index.
         """
-        q = self._checked_q(q0).copy()
-        q_ref = self._start_reference(q, q_ref)
-        v_a = self._checked_robot_velocity(robot_velocity)
+        state = self.checked_state(state)
         for k, v_cmd in enumerate(commands):
             try:
-                result = self.step(q, v_cmd, q_ref=q_ref, warm_start=warm_start,
-                                   robot_velocity=v_a, gradients=gradients)
+                result = self.step(state, v_cmd, gradients=gradients)
             except CommandError as err:
                 raise CommandError(f"commands[{k}]: {err}") from err
-            q, q_ref, warm_start = result.q_next, result.q_ref_next, result.warm_start_next
-            v_a = result.robot_velocity_next
+            state = result.state_next
             yield result
 
     def _step(self, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, warm_start: Any,
@@ -424,21 +318,21 @@ class QuasistaticSimulator:
                        if gradients else None)
         q_ref_next, reference_limited = formulation.next_reference(
             problem, q_next[self._robot_q_idx], solution)
+        state_next = State(q=q_next, q_ref=q_ref_next,
+                           robot_velocity=None if v_a is None else solution.v[self._robot_v_idx],
+                           warm_start=solution.warm_start_next)
         return StepResult(
-            q_next=q_next, status=solution.status, solve_time=attempt.solve_time,
-            q_ref_next=q_ref_next, v=solution.v, contact_set=contacts,
-            **self._impulse_fields(solution.impulses_W), step_time=time.perf_counter() - start,
-            resolves=resolves, min_phi_next=self._min_phi(q_next),
-            recovery_dropped=attempt.recovery_fraction < 1.0,
-            recovery_fraction=attempt.recovery_fraction,
-            rotation_limited=attempt.rotation_limited, reference_limited=reference_limited,
-            warm_start_next=solution.warm_start_next, solution=solution, slip_correction=slip,
-            robot_velocity_next=None if v_a is None else solution.v[self._robot_v_idx],
-            **({} if derivatives is None else {
-                "dq_next_dq": derivatives.dq_next_dq,
-                "dq_next_dv_cmd": derivatives.dq_next_dv_cmd,
-                "dq_next_dq_ref": derivatives.dq_next_dq_ref,
-                "gradient_degenerate": derivatives.degenerate}))
+            state_next=state_next, status=solution.status, contact_set=contacts,
+            **self._impulse_fields(solution.impulses_W),
+            gradients=None if derivatives is None else StepGradients(
+                derivatives.dq_next_dq, derivatives.dq_next_dv_cmd, derivatives.dq_next_dq_ref,
+                derivatives.degenerate),
+            diagnostics=StepDiagnostics(
+                v=solution.v, solution=solution, solve_time=attempt.solve_time,
+                step_time=time.perf_counter() - start, min_phi_next=self._min_phi(q_next),
+                recovery_fraction=attempt.recovery_fraction,
+                reference_limited=reference_limited, resolves=resolves,
+                rotation_limited=attempt.rotation_limited, slip_correction=slip))
 
     # ----- the step ----------------------------------------------------------
     def _problem(self, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray,
@@ -764,12 +658,12 @@ class QuasistaticSimulator:
     def _failure(self, q, q_ref, v_a, contacts, attempt: "_Attempt", warm_start,
                  start) -> StepResult:
         """Return the result of a failed solve: q, the reference, v_a and the warm start kept."""
-        return StepResult(q_next=q, status=attempt.solution.status,
-                          solve_time=attempt.solve_time, q_ref_next=q_ref, v=None,
-                          contact_set=contacts,
+        return StepResult(state_next=State(q, q_ref, v_a, warm_start),
+                          status=attempt.solution.status, contact_set=contacts,
                           **self._impulse_fields(np.zeros((contacts.n_c, 3))),
-                          step_time=time.perf_counter() - start, warm_start_next=warm_start,
-                          solution=attempt.solution, robot_velocity_next=v_a)
+                          diagnostics=StepDiagnostics(
+                              solution=attempt.solution, solve_time=attempt.solve_time,
+                              step_time=time.perf_counter() - start))
 
     def _impulse_fields(self, impulses_W: np.ndarray) -> dict:
         """Return forces [N] (impulse / h), or scaled impulses if the formulation has them."""
@@ -797,7 +691,7 @@ class QuasistaticSimulator:
         if not self.formulation.solves_at_warm_up:
             self.min_signed_distance(self.model.q_default)
             return
-        self.step(self.model.q_default.copy(), {})
+        self.step(self.initial_state(), {})
 
     def _formulation(self) -> Formulation:
         """Build the scenario's formulation (formulations/registry.py) from the model's facts."""
@@ -983,7 +877,7 @@ class QuasistaticSimulator:
             raise CommandError(f"{where} is not finite for joint(s) {bad}: {vec.tolist()}.")
         return vec
 
-    def velocity_for_positions(self, q: np.ndarray, q_ref: Optional[np.ndarray],
+    def velocity_for_positions(self, state: State,
                                q_cmd: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """
         Return the velocity commands that bring the robots' reference to ``q_cmd`` in one step.
@@ -994,9 +888,9 @@ class QuasistaticSimulator:
         reference under the QP, the joints' positions under the MIQP).  Robots
         left out of ``q_cmd`` get no entry.
         """
-        q = self._checked_q(q)
-        base = self.formulation.reference_base(q[self._robot_q_idx],
-                                               self._start_reference(q, q_ref))
+        state = self.checked_state(state)
+        base = self.formulation.reference_base(np.array(state.q)[self._robot_q_idx],
+                                               np.array(state.q_ref))
         return {robot: (target - base[rows]) / self.h for robot, rows, target in
                 self._robot_vectors(q_cmd, "q_cmd", "position arrays")}
 

@@ -6,7 +6,7 @@ import numpy as np
 from pydrake.math import RollPitchYaw
 import pytest
 
-from quasistatic_drake import QuasistaticSimulator, Scenario
+from quasistatic_drake import QuasistaticSimulator, Scenario, State
 from quasistatic_drake.shapes import signed_distance
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -154,17 +154,20 @@ def make_sim(tmp_path, data):
     return QuasistaticSimulator(Scenario.from_dict(base, base_dir=tmp_path))
 
 
-def run(sim, q, commands, steps, q_ref=None):
+def run(sim, start, commands, steps):
     """
-    Step ``steps`` times; check every step's success, penetration and quaternions.
+    Step ``steps`` times from ``start`` (a State, or a q to start from without preload).
 
-    Returns the last StepResult.
+    Checks every step's success, penetration and quaternions; returns the
+    last StepResult.
     """
+    state = start if isinstance(start, State) else sim.initial_state(start)
     result = None
     for _ in range(steps):
-        result = sim.step(q, commands, q_ref=q_ref)
+        result = sim.step(state, commands)
         assert result.success, result.status
-        q, q_ref = result.q_next, result.q_ref_next
+        state = result.state_next
+        q = np.array(state.q)
         assert sim.min_signed_distance(q) >= PENETRATION_LIMIT
         for start in sim.model.quaternion_starts:
             assert abs(np.linalg.norm(q[start:start + 4]) - 1.0) < 1e-12

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import REPO_ROOT, ground_entry, make_sim, sdf_box_object, write
 from quasistatic_drake import (CommandError, QuasistaticSimulator, Scenario, ScenarioError,
-                               StepResult)
+                               State, StepResult)
 
 FINGER_PUSH = os.path.join(REPO_ROOT, 'config', 'finger_push.yaml')
 
@@ -54,13 +54,15 @@ def test_api_shapes_and_names(sim):
 
 
 def test_step_result_fields(sim):
-    q = sim.default_positions()
-    q_copy = q.copy()
-    result = sim.step(q, {'finger': [0.1, 0, 0]})
-    assert isinstance(result, StepResult)
-    np.testing.assert_array_equal(q, q_copy)            # step never modifies its input
-    assert result.q_next is not q and result.status == 'optimal'
-    assert result.solve_time > 0.0
+    state = sim.initial_state()
+    q_copy = np.array(state.q)
+    result = sim.step(state, {'finger': [0.1, 0, 0]})
+    assert isinstance(result, StepResult) and isinstance(result.state_next, State)
+    np.testing.assert_array_equal(state.q, q_copy)      # step never modifies its input
+    assert result.q_next is result.state_next.q and result.status == 'optimal'
+    assert result.diagnostics.solve_time > 0.0
+    assert not result.state_next.q.flags.writeable       # a State is immutable
+    assert 'optimal' in repr(result) and len(repr(result)) < 100
     for contact in result.contacts:
         assert isinstance(contact.body_a, str) and isinstance(contact.body_b, str)
         assert contact.point_W.shape == (3,) and contact.force_W.shape == (3,)
@@ -69,6 +71,16 @@ def test_step_result_fields(sim):
     pushes = [c for c in result.contacts if c.body_a == 'box::box_link'
               and c.body_b == 'table::table_top']
     assert pushes and all(c.force_W[2] < 0 for c in pushes), 'the box presses the table down'
+
+
+def test_the_old_call_form_names_the_new_one(sim):
+    """Check step(q, v_cmd, q_ref=...): refused with the State form to use instead."""
+    q = sim.default_positions()
+    for call in (lambda: sim.step(q, {'finger': [0.1, 0, 0]}),
+                 lambda: sim.step(sim.initial_state(), {}, q_ref=q[:3]),
+                 lambda: sim.rollout(q, [{}])):
+        with pytest.raises(CommandError, match=r'sim\.initial_state\(q'):
+            call()
 
 
 @pytest.mark.parametrize('command, message', [
@@ -80,15 +92,14 @@ def test_step_result_fields(sim):
     ([0.1, 0, 0], 'must map robot names'),
 ])
 def test_bad_commands_are_refused_and_change_nothing(sim, command, message):
-    q = sim.default_positions()
-    first = sim.step(q, {'finger': [0.1, 0, 0]})
+    first = sim.step(sim.initial_state(), {'finger': [0.1, 0, 0]})
     with pytest.raises(CommandError, match=re.escape(message)):
-        sim.step(first.q_next, command, q_ref=first.q_ref_next)
-    after_error = sim.step(first.q_next, {'finger': [0.1, 0, 0]}, q_ref=first.q_ref_next)
-    clean = sim.step(q, {'finger': [0.1, 0, 0]})
-    clean = sim.step(clean.q_next, {'finger': [0.1, 0, 0]}, q_ref=clean.q_ref_next)
+        sim.step(first.state_next, command)
+    after_error = sim.step(first.state_next, {'finger': [0.1, 0, 0]})
+    clean = sim.step(sim.initial_state(), {'finger': [0.1, 0, 0]})
+    clean = sim.step(clean.state_next, {'finger': [0.1, 0, 0]})
     np.testing.assert_array_equal(after_error.q_next, clean.q_next)
-    np.testing.assert_array_equal(after_error.q_ref_next, clean.q_ref_next)
+    np.testing.assert_array_equal(after_error.state_next.q_ref, clean.state_next.q_ref)
 
 
 @pytest.mark.parametrize('q, message', [
@@ -97,7 +108,9 @@ def test_bad_commands_are_refused_and_change_nothing(sim, command, message):
 ])
 def test_bad_configurations_are_refused(sim, q, message):
     with pytest.raises(CommandError, match=message):
-        sim.step(q, {})
+        sim.initial_state(q)
+    with pytest.raises(CommandError, match=message):
+        sim.step(State(q=q, q_ref=np.zeros(3)), {})
     with pytest.raises(CommandError, match=message):
         sim.min_signed_distance(q)
 
@@ -113,52 +126,54 @@ def test_unknown_names_in_queries(sim):
 def assert_same_step(a, b):
     """Assert two StepResults are identical in every array and the status."""
     assert a.status == b.status
-    for name in ('q_next', 'q_ref_next', 'v', 'forces_W'):
-        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    for name, x, y in (('q_next', a.q_next, b.q_next),
+                       ('q_ref', a.state_next.q_ref, b.state_next.q_ref),
+                       ('v', a.diagnostics.v, b.diagnostics.v),
+                       ('forces_W', a.forces_W, b.forces_W)):
+        np.testing.assert_array_equal(x, y, err_msg=name)
 
 
 def test_a_step_depends_on_its_arguments_only(sim):
     """The same call before and after unrelated calls, and on a fresh engine: identical."""
-    q = sim.default_positions()
-    x = sim.step(q, {'finger': [0.2, 0, 0]}).q_next      # a step that ends at x
-    right_after = sim.step(x, {'finger': [0.0, 0, 0]})
-    np.testing.assert_array_equal(right_after.q_ref_next, sim.robot_positions(x, 'finger'))
-    sim.step(q, {'finger': [0.0, 0.1, 0]})
-    sim.min_signed_distance(q)
+    x = sim.step(sim.initial_state(), {'finger': [0.2, 0, 0]}).q_next   # a step that ends at x
+    right_after = sim.step(sim.initial_state(x), {'finger': [0.0, 0, 0]})
+    np.testing.assert_array_equal(right_after.state_next.q_ref, sim.robot_positions(x, 'finger'))
+    sim.step(sim.initial_state(), {'finger': [0.0, 0.1, 0]})
+    sim.min_signed_distance(sim.default_positions())
     sim.object_pose(x, 'box')
-    later = sim.step(x, {'finger': [0.0, 0, 0]})
-    fresh = QuasistaticSimulator(Scenario.from_yaml(FINGER_PUSH)).step(x, {'finger': [0.0, 0, 0]})
+    later = sim.step(sim.initial_state(x), {'finger': [0.0, 0, 0]})
+    fresh = QuasistaticSimulator(Scenario.from_yaml(FINGER_PUSH))
     assert_same_step(right_after, later)
-    assert_same_step(right_after, fresh)
+    assert_same_step(right_after, fresh.step(fresh.initial_state(x), {'finger': [0.0, 0, 0]}))
 
 
-def test_the_reference_is_an_explicit_argument(sim):
-    q = sim.default_positions()
-    r1 = sim.step(q, {'finger': [0.2, 0, 0]})
-    np.testing.assert_allclose(r1.q_ref_next, [-0.06, 0.0, 0.05])
-    r2 = sim.step(r1.q_next, {'finger': [0.0, 0, 0]}, q_ref=r1.q_ref_next)
-    np.testing.assert_allclose(r2.q_ref_next, r1.q_ref_next)      # the preload carries over
-    r4 = sim.step(q, {'finger': [0.0, 0, 0]}, q_ref=[0.0, 0.0, 0.05])
-    np.testing.assert_allclose(r4.q_ref_next, [0.0, 0.0, 0.05])
+def test_the_reference_is_part_of_the_state(sim):
+    r1 = sim.step(sim.initial_state(), {'finger': [0.2, 0, 0]})
+    np.testing.assert_allclose(r1.state_next.q_ref, [-0.06, 0.0, 0.05])
+    r2 = sim.step(r1.state_next, {'finger': [0.0, 0, 0]})
+    np.testing.assert_allclose(r2.state_next.q_ref, r1.state_next.q_ref)   # the preload carries
+    r4 = sim.step(sim.initial_state(q_ref=[0.0, 0.0, 0.05]), {'finger': [0.0, 0, 0]})
+    np.testing.assert_allclose(r4.state_next.q_ref, [0.0, 0.0, 0.05])
     with pytest.raises(CommandError, match='q_ref has 2 entries'):
-        sim.step(q, {}, q_ref=[0.0, 0.0])
+        sim.initial_state(q_ref=[0.0, 0.0])
 
 
 def test_rollout_hands_each_step_the_last_state(sim):
-    q = sim.default_positions()
+    start = sim.initial_state()
     commands = [{'finger': [0.2, 0, 0]}] * 3 + [{'finger': [0.0, 0, 0]}]
-    rollout = sim.rollout(q, commands)
-    assert rollout.q.shape == (5, q.size) and rollout.q_ref.shape == (5, 3)
+    rollout = sim.rollout(start, commands)
+    assert rollout.q.shape == (5, start.q.size) and rollout.q_ref.shape == (5, 3)
     assert len(rollout.results) == 4 and rollout.failed_steps == 0
-    np.testing.assert_array_equal(rollout.q[0], q)
-    x, x_ref = q, None
+    np.testing.assert_array_equal(rollout.q[0], start.q)
+    state = start
     for k, v_cmd in enumerate(commands):
-        by_hand = sim.step(x, v_cmd, q_ref=x_ref)
+        by_hand = sim.step(state, v_cmd)
         assert_same_step(rollout.results[k], by_hand)
         np.testing.assert_array_equal(rollout.q[k + 1], by_hand.q_next)
-        x, x_ref = by_hand.q_next, by_hand.q_ref_next
+        state = by_hand.state_next
+    np.testing.assert_array_equal(rollout.final_state.q, state.q)
     with pytest.raises(CommandError, match=r'commands\[1\]: .*not finite'):
-        sim.rollout(q, [{'finger': [0.1, 0, 0]}, {'finger': [np.nan, 0, 0]}])
+        sim.rollout(start, [{'finger': [0.1, 0, 0]}, {'finger': [np.nan, 0, 0]}])
 
 
 def scenario_dict(tmp_path, **changes):

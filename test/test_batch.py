@@ -80,7 +80,8 @@ def test_a_batch_is_the_rollouts_one_by_one_with_the_preload_carried(pads):
     batch = rollout_batch(pads, q0s, v_cmds, chunk_size=2)
     engine = engine_for(pads)
     for i in range(3):
-        alone = engine.rollout(q0s[i], [{'pads': u} for u in v_cmds['pads'][i]])
+        alone = engine.rollout(engine.initial_state(q0s[i]),
+                               [{'pads': u} for u in v_cmds['pads'][i]])
         assert batch.q[i].tobytes() == alone.q.tobytes()
         assert list(batch.status[i]) == [r.status for r in alone.results]
     # The squeeze's preload is what holds the box: without carrying q_ref it would drop.
@@ -176,12 +177,13 @@ def test_bundled_gradient_converges_to_the_smoothed_gradient():
     engine = engine_for(scenario)
     q0 = engine.default_positions()
     x = engine.model.objects[0].q_idx[4]
-    far = engine.step(q0, {'pads': [0.0, 0.3, 0.0]}, gradients='commands')
-    s = far.dq_next_dv_cmd[x, 1]
+    far = engine.step(engine.initial_state(q0), {'pads': [0.0, 0.3, 0.0]}, gradients='commands')
+    s = far.gradients.dq_next_dv_cmd[x, 1]
     u0 = 0.3 - (far.q_next[x] - q0[x]) / s
     assert s == pytest.approx(0.1, rel=1e-3) and u0 == pytest.approx(0.1, rel=1e-3)
     u, sigma = 0.11, 0.02
-    plain = engine.step(q0, {'pads': [0.0, u, 0.0]}, gradients='commands').dq_next_dv_cmd[x, 1]
+    plain = engine.step(engine.initial_state(q0), {'pads': [0.0, u, 0.0]},
+                        gradients='commands').gradients.dq_next_dv_cmd[x, 1]
     p = norm.cdf((u - u0) / sigma)
     smoothed = s * p
     assert plain == pytest.approx(s) and abs(plain - smoothed) > 0.02

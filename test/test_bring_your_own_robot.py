@@ -90,7 +90,7 @@ def squeeze_and_lift(sim):
     q = sim.default_positions()
     commands = ([{'gripper': [0.1, -0.1]}] * 3 + [{'gripper': [0.02, -0.02]}] * 2
                 + [{'arm': [0.1, 0.0]}] * 6)
-    rollout = sim.rollout(q, commands)
+    rollout = sim.rollout(sim.initial_state(q), commands)
     assert rollout.failed_steps == 0
     return sim.object_pose(rollout.q[-1], 'box').translation()[2]
 
@@ -278,7 +278,7 @@ def test_a_mimic_joint_follows_its_leader_and_takes_no_command(tmp_path):
     q0 = sim.default_positions()
     follower = sim.model.robot('gripper').followers[0]
     assert q0[follower.q_idx] == pytest.approx(0.07)           # set from the leader
-    result = sim.step(q0, {'gripper': [0.1]})
+    result = sim.step(sim.initial_state(q0), {'gripper': [0.1]})
     moved = result.q_next - q0
     assert moved[follower.leader_q_idx] == pytest.approx(0.01)
     assert moved[follower.q_idx] == pytest.approx(-0.01)
@@ -288,14 +288,14 @@ def test_a_mimic_joint_follows_its_leader_and_takes_no_command(tmp_path):
     bad = q0.copy()
     bad[follower.q_idx] += 0.01
     with pytest.raises(Exception, match="breaks the model's joint coupling"):
-        sim.step(bad, {})
+        sim.step(sim.initial_state(bad), {})
 
 
 def squeeze_and_lift_coupled(sim):
     """Close the coupled gripper on the box, then lift; return the box's height."""
     commands = ([{'gripper': [0.1]}] * 3 + [{'gripper': [0.02]}] * 2
                 + [{'arm': [0.1, 0.0]}] * 6)
-    rollout = sim.rollout(sim.default_positions(), commands)
+    rollout = sim.rollout(sim.initial_state(), commands)
     assert rollout.failed_steps == 0
     return sim.object_pose(rollout.q[-1], 'box').translation()[2]
 
@@ -305,7 +305,7 @@ def test_the_mimic_is_honoured_by_the_miqp_too(tmp_path):
                               'time_step': 0.05})
     follower = sim.model.robot('gripper').followers[0]
     q0 = sim.default_positions()
-    result = sim.step(q0, {'gripper': [0.1]})
+    result = sim.step(sim.initial_state(q0), {'gripper': [0.1]})
     assert result.success
     assert result.q_next[follower.q_idx] - q0[follower.q_idx] == pytest.approx(-0.005)
 
@@ -350,7 +350,7 @@ def test_two_friction_directions_lie_in_an_x_z_plane(tmp_path):
         'objects': [{'name': 'box', 'file': box, 'initial_positions': [0.0, 0.05, 0.0]}],
         'environment': [ground_entry(tmp_path)]})
     np.testing.assert_allclose(np.abs(sim.model.motion_plane_normal), [0, 1, 0], atol=1e-12)
-    rollout = sim.rollout(sim.default_positions(), [{}] * 5)
+    rollout = sim.rollout(sim.initial_state(), [{}] * 5)
     tangents = rollout.results[-1].contact_set.tangents_W
     assert len(tangents) and np.allclose(tangents[..., 1], 0.0), 'tangents in the x-z plane'
     assert abs(sim.object_pose(rollout.q[-1], 'box').translation()[0]) < 1e-6, 'it sticks'
@@ -390,7 +390,7 @@ def test_an_infinite_detection_tolerance_sees_every_pair(tmp_path):
                         'initial_positions': [1.0]}],
             'environment': [ground_entry(tmp_path)]}
     sim = make_sim(tmp_path, data)
-    result = sim.step(sim.default_positions(), {'finger': [-0.1]})
+    result = sim.step(sim.initial_state(), {'finger': [-0.1]})
     assert result.success and result.contact_set.n_c > 0
     assert np.min(result.contact_set.phi) > 0.9, 'a pair a metre away is a contact row'
     refused(tmp_path, {**data, 'formulation': 'miqp'},
@@ -402,29 +402,29 @@ def test_object_forces_push_a_box_only_past_friction(tmp_path):
     sim = make_sim(tmp_path, {'objects': [{'name': 'box', 'file': box,
                                            'initial_pose': {'xyz': [0, 0, 0.05]}}],
                               'environment': [ground_entry(tmp_path)]})
-    q0 = sim.default_positions()
-    weak = sim.step(q0, {}, object_forces={'box': [0, 0, 0, 0.3 * 9.81, 0, 0]})
-    strong = sim.step(q0, {}, object_forces={'box': [0, 0, 0, 0.8 * 9.81, 0, 0]})
+    q0, start = sim.default_positions(), sim.initial_state()
+    weak = sim.step(start, {}, object_forces={'box': [0, 0, 0, 0.3 * 9.81, 0, 0]})
+    strong = sim.step(start, {}, object_forces={'box': [0, 0, 0, 0.8 * 9.81, 0, 0]})
     assert abs(weak.q_next[-3] - q0[-3]) < 1e-9, 'mu = 0.5 holds 30 % of the weight'
     assert strong.q_next[-3] - q0[-3] > 1e-3, '80 % of the weight slides it'
     with pytest.raises(Exception, match=r"object_forces\['box'\] has 2 entries; expected 6"):
-        sim.step(q0, {}, object_forces={'box': [1, 2]})
+        sim.step(sim.initial_state(q0), {}, object_forces={'box': [1, 2]})
     with pytest.raises(Exception, match=r"object_forces names unknown object\(s\) \['lid'\]"):
-        sim.step(q0, {}, object_forces={'lid': [0] * 6})
+        sim.step(sim.initial_state(q0), {}, object_forces={'lid': [0] * 6})
 
 
 def test_position_commands_set_the_reference(tmp_path):
     directives, entries = directive_scene(tmp_path)
     entries['robots'][1]['initial_positions'] = [-0.1, 0.1]     # fingers clear of the box
     sim = make_sim(tmp_path, {'directives': directives, **entries})
-    q0 = sim.default_positions()
-    v = sim.velocity_for_positions(q0, None, {'arm': [0.08, 0.0]})
-    result = sim.step(q0, v)
-    np.testing.assert_allclose(result.q_ref_next[:2], [0.08, 0.0], atol=1e-12)
+    start = sim.initial_state()
+    v = sim.velocity_for_positions(start, {'arm': [0.08, 0.0]})
+    result = sim.step(start, v)
+    np.testing.assert_allclose(result.state_next.q_ref[:2], [0.08, 0.0], atol=1e-12)
     np.testing.assert_allclose(sim.robot_positions(result.q_next, 'arm'), [0.08, 0.0],
                                atol=1e-9)
     with pytest.raises(Exception, match=r"q_cmd\['arm'\] has 1 entries; expected 2"):
-        sim.velocity_for_positions(q0, None, {'arm': [0.1]})
+        sim.velocity_for_positions(start, {'arm': [0.1]})
 
 
 def test_position_command_port_wins_over_the_velocity_port(tmp_path):

@@ -227,9 +227,9 @@ def test_the_converted_scenario_pushes_the_box(tmp_path):
     q, q_ref = sim.default_positions(), None
     x0 = sim.object_pose(q, 'box').translation()
     for _ in range(15):      # the spring's lead builds up to mu m g / K = 2.5 cm, then it slides
-        result = sim.step(q, {'pusher': np.array([0.1, 0.0])}, q_ref=q_ref)
-        assert result.success, (result.status, result.error)
-        q, q_ref = result.q_next, result.q_ref_next
+        result = sim.step(sim.initial_state(q, q_ref=q_ref), {'pusher': np.array([0.1, 0.0])})
+        assert result.success, (result.status, result.diagnostics.error)
+        q, q_ref = result.q_next, result.state_next.q_ref
     pose = sim.object_pose(q, 'box')
     moved = pose.translation() - x0
     assert moved[0] > 0.05

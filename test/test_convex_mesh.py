@@ -200,11 +200,12 @@ def test_two_pads_squeeze_and_lift_a_convex_mesh(tmp_path, quasi_dynamic, kind):
     sim = mesh_scene(tmp_path, quasi_dynamic, kind, robots=[close_pads(tmp_path)])
     q = sim.default_positions()
     xyz0, _ = pose_xyz_rpy(sim, q, 'thing')
-    lift0, q_ref = sim.robot_positions(q, 'pads')[0], None
+    lift0, state = sim.robot_positions(q, 'pads')[0], sim.initial_state()
     for command, steps in (([0.0, 0.1, -0.1], 3), ([0.1, 0.0, 0.0], 10), ([0.0] * 3, 10)):
         for _ in range(steps):
-            result = run(sim, q, {'pads': command}, 1, q_ref=q_ref)   # checks phi >= -1 mm
-            q, q_ref = result.q_next, result.q_ref_next
+            result = run(sim, state, {'pads': command}, 1)   # checks phi >= -1 mm
+            state = result.state_next
+            q = np.array(state.q)
             xyz, rpy = pose_xyz_rpy(sim, q, 'thing')
             rise = sim.robot_positions(q, 'pads')[0] - lift0
             assert xyz[2] - xyz0[2] == pytest.approx(rise, abs=1e-3), 'rises with the pads'

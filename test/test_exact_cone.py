@@ -39,7 +39,7 @@ def slid(sim, steps=5):
     """Return how far the box moved on the ground in ``steps`` steps [m], and the last result."""
     q = q0 = sim.default_positions()
     for _ in range(steps):
-        result = sim.step(q, {})
+        result = sim.step(sim.initial_state(q), {})
         assert result.success, result.status
         q = result.q_next
     xyz = sim.model.objects[0].q_idx[4:7]
@@ -92,4 +92,4 @@ def test_exact_cone_refuses_gradients_with_the_fix(tmp_path):
     from quasistatic_drake import CommandError
     sim = slope(tmp_path, 0.0, 0.0, 'exact')
     with pytest.raises(CommandError, match='friction_cone: pyramid'):
-        sim.step(sim.default_positions(), {}, gradients=True)
+        sim.step(sim.initial_state(), {}, gradients=True)

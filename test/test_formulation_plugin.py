@@ -69,7 +69,7 @@ class KinematicFormulation(Formulation):
         """Return the count, or raise CommandError."""
         if warm_start is not None and (not isinstance(warm_start, int) or warm_start < 0):
             raise CommandError(f'warm_start: the kinematic count must be an int >= 0, got '
-                               f'{warm_start!r}. Fix: pass a StepResult\'s warm_start_next.')
+                               f'{warm_start!r}. Fix: start from a StepResult\'s state_next.')
         return warm_start
 
 
@@ -98,24 +98,24 @@ def test_a_registered_formulation_steps_and_rolls_out(tmp_path, kinematic):
     sim = make_sim(tmp_path, scene(tmp_path, -0.2, {'speed_scale': 0.5}))
     assert type(sim.formulation) is KinematicFormulation
     q0 = sim.default_positions()
-    rollout = sim.rollout(q0, [{'pads': [0.1, 0.0, 0.0]}] * 3)
+    rollout = sim.rollout(sim.initial_state(q0), [{'pads': [0.1, 0.0, 0.0]}] * 3)
     assert rollout.failed_steps == 0
-    counts = [r.solution.count for r in rollout.results]
+    counts = [r.diagnostics.solution.count for r in rollout.results]
     assert counts == [0, 1, 2], 'each step got the last one\'s warm start'
-    assert rollout.results[-1].warm_start_next == 3
+    assert rollout.final_state.warm_start == 3
     np.testing.assert_allclose(rollout.q[-1][0] - q0[0], 3 * 0.5 * 0.1 * sim.h)
     np.testing.assert_array_equal(rollout.q[-1][3:], q0[3:])      # the box stays
     np.testing.assert_allclose(rollout.q_ref[-1], rollout.q[-2][:3] + [0.1 * sim.h, 0, 0])
     with pytest.raises(CommandError, match='kinematic count'):
-        sim.step(q0, {}, warm_start=-1)
+        sim.step(sim.initial_state(q0, warm_start=-1), {})
 
 
 def test_a_formulation_without_gradients_refuses_them(tmp_path, kinematic):
     sim = make_sim(tmp_path, scene(tmp_path, -0.2))
-    q0 = sim.default_positions()
+    start = sim.initial_state()
     with pytest.raises(CommandError, match="formulation 'kinematic' gives no step gradients"):
-        sim.step(q0, {'pads': [0.1, 0.0, 0.0]}, gradients=True)
-    assert sim.step(q0, {'pads': [0.1, 0.0, 0.0]}).success      # nothing was lost
+        sim.step(start, {'pads': [0.1, 0.0, 0.0]}, gradients=True)
+    assert sim.step(start, {'pads': [0.1, 0.0, 0.0]}).success      # nothing was lost
 
 
 def test_its_block_is_read_by_its_settings_type(tmp_path, kinematic):
@@ -130,13 +130,13 @@ def test_its_block_is_read_by_its_settings_type(tmp_path, kinematic):
 def test_the_engine_recovers_partially_with_its_bisections(tmp_path, kinematic):
     """The left pad starts 8 mm inside the box; the formulation may work off 2.7 mm."""
     sim = make_sim(tmp_path, scene(tmp_path, -0.052, {'max_recovery': 0.0027}))
-    result = sim.step(sim.default_positions(), {})
-    assert result.success and result.recovery_dropped
+    result = sim.step(sim.initial_state(), {})
+    assert result.success and result.diagnostics.recovery_dropped
     depth = -float(np.min(result.contact_set.phi))
     assert depth == pytest.approx(0.008, abs=1e-4)
     fractions = [k / 16 for k in range(16)]            # 4 bisections: multiples of 1/16
     expected = max(f for f in fractions if f * depth <= 0.0027)
-    assert expected == 5 / 16 and result.recovery_fraction == expected
+    assert expected == 5 / 16 and result.diagnostics.recovery_fraction == expected
 
 
 def test_an_unregistered_name_is_refused(tmp_path):

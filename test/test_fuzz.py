@@ -5,8 +5,8 @@ Three QP scenes, 1000 steps each from the default q, with the fuzzer's command
 modes (smooth, extreme, reversals, zero, return home) and injections (a robot
 or an object teleported 2 to 10 mm into a body).  Each figure is its own test,
 so a failure names the property; its message carries the first offending
-state, which ``sim.step(np.array(s['q']), s['commands'], q_ref=np.array(s['q_ref']))``
-repeats on a fresh simulator.
+state, which ``sim.step(sim.initial_state(np.array(s['q']),
+q_ref=np.array(s['q_ref'])), s['commands'])`` repeats on a fresh simulator.
 
 Objects are counted lost when they fell more than 1 m below the table while
 over it (through it); one pushed off the edge falls legitimately, and the

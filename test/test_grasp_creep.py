@@ -41,7 +41,7 @@ def test_the_demo_cylinder_stays_put_in_the_fingers():
     assert distance > 0.35                                  # lifted and carried
     assert np.abs(shifts).max() < CREEP_LIMIT, np.abs(shifts).max(axis=0)
     assert turn < 1e-4                                      # [rad]
-    assert sum(r.slip_correction is not None for r in results) > len(results) // 2
+    assert sum(r.diagnostics.slip_correction is not None for r in results) > len(results) // 2
 
 
 def test_a_light_brick_stays_put_in_the_fingers():
@@ -59,17 +59,18 @@ def test_the_correction_moves_objects_only_and_keeps_the_step():
     plan, _, _ = plan_pick_and_place(sim)
     carry = plan.step_range('carry')
     k = (carry.start + carry.stop) // 2
-    rollout = sim.rollout(sim.default_positions(), [plan.commands(j) for j in range(k)])
+    rollout = sim.rollout(sim.initial_state(), [plan.commands(j) for j in range(k)])
     q, q_ref = rollout.q[-1], rollout.q_ref[-1]
-    result = sim.step(q, plan.commands(k), q_ref=q_ref)
-    delta = result.slip_correction
+    result = sim.step(sim.initial_state(q, q_ref=q_ref), plan.commands(k))
+    delta = result.diagnostics.slip_correction
     assert delta is not None and np.abs(delta).max() > 1e-6
     robot_v = sim.model.robots[0].v_idx
     np.testing.assert_array_equal(delta[robot_v], 0.0)
-    np.testing.assert_array_equal(result.v, result.solution.v)
+    np.testing.assert_array_equal(result.diagnostics.v, result.diagnostics.solution.v)
     sim.model.set_positions(q)
-    np.testing.assert_allclose(result.q_next, sim._integrate(q, result.v + delta), atol=1e-15)
-    assert not np.allclose(result.q_next, sim._integrate(q, result.v), atol=1e-9)
+    v = result.diagnostics.v
+    np.testing.assert_allclose(result.q_next, sim._integrate(q, v + delta), atol=1e-15)
+    assert not np.allclose(result.q_next, sim._integrate(q, v), atol=1e-9)
 
 
 @pytest.mark.parametrize('h', [0.05, 0.02])
@@ -85,23 +86,26 @@ def test_command_gradients_of_a_carried_step_include_the_correction():
     plan, _, _ = plan_pick_and_place(sim)
     carry = plan.step_range('carry')
     k = (carry.start + carry.stop) // 2
-    rollout = sim.rollout(sim.default_positions(), [plan.commands(j) for j in range(k)])
-    q, q_ref = rollout.q[-1], rollout.q_ref[-1]
+    s = sim.rollout(sim.initial_state(), [plan.commands(j) for j in range(k)]).final_state
     v_cmd = plan.commands(k)['iiwa']
-    result = sim.step(q, {'iiwa': v_cmd}, q_ref=q_ref, gradients='commands')
-    assert result.slip_correction is not None and not result.gradient_degenerate
-    for which, analytic in (('v_cmd', result.dq_next_dv_cmd), ('q_ref', result.dq_next_dq_ref)):
-        assert_close(analytic, central(sim, 'iiwa', q, q_ref, v_cmd, which))
+    result = sim.step(s, {'iiwa': v_cmd}, gradients='commands')
+    assert result.diagnostics.slip_correction is not None and not result.gradients.degenerate
+    gradients = result.gradients
+    for which, analytic in (('v_cmd', gradients.dq_next_dv_cmd),
+                            ('q_ref', gradients.dq_next_dq_ref)):
+        assert_close(analytic, central(sim, 'iiwa', s, v_cmd, which))
 
 
 def test_all_gradients_of_a_turning_push_include_the_correction():
     """Check a finger pushing a box off-centre: it sticks while the box turns, Delta is active."""
     sim = scene('finger_push.yaml')
     command = np.array([0.1, 0.02, 0.0])
-    q, q_ref = state(sim, 'finger', [command] * 5)
-    result = sim.step(q, {'finger': command}, q_ref=q_ref, gradients=True)
-    assert result.slip_correction is not None and np.abs(result.slip_correction).max() > 1e-5
-    assert not result.gradient_degenerate
-    for which, analytic in (('q', result.dq_next_dq), ('v_cmd', result.dq_next_dv_cmd),
-                            ('q_ref', result.dq_next_dq_ref)):
-        assert_close(analytic, central(sim, 'finger', q, q_ref, command, which))
+    s = state(sim, 'finger', [command] * 5)
+    result = sim.step(s, {'finger': command}, gradients=True)
+    slip = result.diagnostics.slip_correction
+    assert slip is not None and np.abs(slip).max() > 1e-5
+    assert not result.gradients.degenerate
+    gradients = result.gradients
+    for which, analytic in (('q', gradients.dq_next_dq), ('v_cmd', gradients.dq_next_dv_cmd),
+                            ('q_ref', gradients.dq_next_dq_ref)):
+        assert_close(analytic, central(sim, 'finger', s, command, which))

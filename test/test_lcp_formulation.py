@@ -126,7 +126,7 @@ def roll(sim, u, steps):
     """Step ``steps`` times under the fingers' command u; return the results."""
     q, results = sim.default_positions(), []
     for _ in range(steps):
-        results.append(sim.step(q, {'fingers': u}))
+        results.append(sim.step(sim.initial_state(q), {'fingers': u}))
         q = results[-1].q_next
     return results
 
@@ -163,7 +163,7 @@ def test_perfect_velocity_control_stops_at_the_jam_and_finite_gain_runs_through(
     perfect = QuasistaticSimulator(scene(WALL, feedback_scale=0.0))
     q = perfect.default_positions()
     for k in range(400):
-        result = perfect.step(q, {'fingers': [1.0, -1.0, 1.0, -1.0]})
+        result = perfect.step(perfect.initial_state(q), {'fingers': [1.0, -1.0, 1.0, -1.0]})
         if not result.success:
             break
         q = result.q_next
@@ -175,7 +175,7 @@ def test_perfect_velocity_control_stops_at_the_jam_and_finite_gain_runs_through(
     assert sum(not r.success for r in results) == 0
     disk = finite.object_pose(results[-1].q_next, 'disk').translation()
     assert disk[0] > 0.0 and disk[1] == pytest.approx(1.0, abs=5e-3)   # rolled along the wall
-    assert min(r.min_phi_next for r in results) > -1e-6
+    assert min(r.diagnostics.min_phi_next for r in results) > -1e-6
 
 
 def test_the_engine_honours_joint_limits_as_rows():
@@ -187,7 +187,7 @@ def test_the_engine_honours_joint_limits_as_rows():
     # y1 is limited to +-100: commanding it past +100 m stops it there (the command is
     # saturated), the other joints go on
     q[sim.model.robots[0].q_idx[1]] = 99.99
-    result = sim.step(q, {'fingers': [1.0, 100.0, 0.0, 0.0]}, q_ref=q_ref)
+    result = sim.step(sim.initial_state(q, q_ref=q_ref), {'fingers': [1.0, 100.0, 0.0, 0.0]})
     assert result.success
     after = sim.robot_positions(result.q_next, 'fingers')
     assert after[1] == pytest.approx(100.0, abs=1e-9)
@@ -239,7 +239,7 @@ def test_an_anisotropic_limit_surface_turns_with_the_object():
         data['robots'][0]['initial_positions'] = [0.0, 4.0001, 30.0, 30.0]
         data['objects'][0]['initial_positions'] = [0.0, 3.0, float(yaw)]
         sim = QuasistaticSimulator(Scenario.from_dict(data, CONFIG))
-        result = sim.step(sim.default_positions(), {'fingers': [0.0, -1.0, 0.0, 0.0]})
+        result = sim.step(sim.initial_state(), {'fingers': [0.0, -1.0, 0.0, 0.0]})
         assert result.success
         # c ~ 0: the disk moves with the finger, whatever the impulse it takes
         moved = sim.object_pose(result.q_next, 'disk').translation() - [0.0, 3.0, 0.0]

@@ -99,7 +99,7 @@ def test_gurobi_size_limit_is_a_clear_error():
                                            r"patch \(miqp.max_points_per_pair: 3.*"
                                            r"miqp.backend: scip"):
         for _ in range(3):                           # the pads close on the box
-            q = sim.step(q, {'pads': [0.0, 0.1, -0.1]}).q_next
+            q = sim.step(sim.initial_state(q), {'pads': [0.0, 0.1, -0.1]}).q_next
 
 
 def test_miqp_pads_lift_the_box_with_scip():
@@ -109,7 +109,7 @@ def test_miqp_pads_lift_the_box_with_scip():
     q = sim.default_positions()
     for command, steps in (([0.0, 0.1, -0.1], 3), ([0.1, 0.1, -0.1], 4)):
         for _ in range(steps):
-            result = sim.step(q, {'pads': command})        # squeeze while lifting (eq. 29)
+            result = sim.step(sim.initial_state(q), {'pads': command})   # squeeze, lift (eq. 29)
             assert result.success, result.status
             q = result.q_next
             assert sim.min_signed_distance(q) >= -1e-3
@@ -124,9 +124,10 @@ def test_delayed_lower_bound_still_lifts():
     q, q_ref, z = sim.default_positions(), None, None
     for step in range(1, 40):
         x_l, x_r, y_g = P.command_eq29(step)
-        result = sim.step(q, {'gripper': [y_g, x_l, x_r]}, q_ref=q_ref, warm_start=z)
+        result = sim.step(sim.initial_state(q, q_ref=q_ref, warm_start=z),
+                          {'gripper': [y_g, x_l, x_r]})
         assert result.success
-        q, q_ref, z = result.q_next, result.q_ref_next, result.warm_start_next
+        q, q_ref, z = result.q_next, result.state_next.q_ref, result.state_next.warm_start
     assert q[4] > 0.065, 'held by the one-step-delayed lower bound, the cylinder rises'
 
 
@@ -262,7 +263,7 @@ def pad_forces(per_pair):
     sim = QuasistaticSimulator(scenario)
     q = sim.default_positions()
     for _ in range(4):                                  # close, then squeeze into the box
-        result = sim.step(q, {'pads': [0.0, 0.1, -0.1]})
+        result = sim.step(sim.initial_state(q), {'pads': [0.0, 0.1, -0.1]})
         assert result.success, result.status
         q = result.q_next
     forces = {}
@@ -278,7 +279,8 @@ def test_normal_force_lower_bound_holds_per_body_pair():
     """Eq. 23f per pair: the squeeze force does not grow with the points sampled per pad."""
     two, forces_two = pad_forces(2)
     four, forces_four = pad_forces(4)
-    assert four.solution.binaries > two.solution.binaries     # the points solved with
+    # the points solved with
+    assert four.diagnostics.solution.binaries > two.diagnostics.solution.binaries
     assert sorted(forces_two) == sorted(forces_four) and len(forces_two) == 2
     K, h = MiqpSettings().contact_stiffness, 0.1
     for pad, force in forces_two.items():
@@ -299,7 +301,7 @@ def test_an_infeasible_miqp_is_reported_and_the_state_is_kept(tmp_path, backend)
                      'initial_pose': {'xyz': [0.0, 0.0, 0.5]}}],
         'environment': [ground_entry(tmp_path)]})
     q = sim.default_positions()
-    result = sim.step(q, {'pads': [0.0, 0.1, -0.1]})
+    result = sim.step(sim.initial_state(q), {'pads': [0.0, 0.1, -0.1]})
     assert not result.success
     assert 'infeasible' in result.status
     np.testing.assert_array_equal(result.q_next, q)
@@ -315,9 +317,9 @@ def finger_push(formulation, command, steps):
                                        formulation=formulation))
     q, q_ref, z = sim.default_positions(), None, None
     for _ in range(steps):
-        result = sim.step(q, {'finger': command}, q_ref=q_ref, warm_start=z)
+        result = sim.step(sim.initial_state(q, q_ref=q_ref, warm_start=z), {'finger': command})
         assert result.success, result.status
-        q, q_ref, z = result.q_next, result.q_ref_next, result.warm_start_next
+        q, q_ref, z = result.q_next, result.state_next.q_ref, result.state_next.warm_start
     return sim, q, result
 
 
@@ -385,23 +387,25 @@ def test_the_mip_start_is_an_explicit_input_and_output():
     sim = QuasistaticSimulator(Scenario.from_yaml(f'{REPO_ROOT}/config/paper_2d.yaml'))
     q = sim.default_positions()
     command = {'gripper': [0.0, 0.1, -0.1]}
-    first = sim.step(q, command)
-    z = first.warm_start_next
+    first = sim.step(sim.initial_state(q), command)
+    z = first.state_next.warm_start
     assert z is not None and z.size == first.contact_set.n_c * (2 + first.contact_set.n_d)
     assert set(np.unique(z)) <= {0.0, 1.0}
-    again = sim.step(first.q_next, command, q_ref=first.q_ref_next, warm_start=z)
-    sim.step(q, {'gripper': [0.0, -0.1, 0.1]})                  # unrelated solves
-    sim.step(first.q_next, {'gripper': [0.1, 0.0, 0.0]}, warm_start=1.0 - z)
-    later = sim.step(first.q_next, command, q_ref=first.q_ref_next, warm_start=z)
-    for name in ('q_next', 'q_ref_next', 'v', 'forces_W', 'warm_start_next'):
-        np.testing.assert_array_equal(getattr(again, name), getattr(later, name), err_msg=name)
+    again = sim.step(first.state_next, command)
+    sim.step(sim.initial_state(q), {'gripper': [0.0, -0.1, 0.1]})              # unrelated solves
+    sim.step(first.state_next.with_warm_start(1.0 - z), {'gripper': [0.1, 0.0, 0.0]})
+    later = sim.step(first.state_next, command)
+    for name, get in (('q_next', lambda r: r.q_next), ('q_ref', lambda r: r.state_next.q_ref),
+                      ('v', lambda r: r.diagnostics.v), ('forces_W', lambda r: r.forces_W),
+                      ('warm_start', lambda r: r.state_next.warm_start)):
+        np.testing.assert_array_equal(get(again), get(later), err_msg=name)
     with pytest.raises(CommandError, match=r'a MIP start\) must hold only 0 and 1.*Fix'):
-        sim.step(q, command, warm_start=[0.5] * z.size)
+        sim.step(sim.initial_state(q, warm_start=[0.5] * z.size), command)
     with pytest.raises(CommandError, match=r'warm_start \(a MIP start\) must be a sequence.*Fix'):
-        sim.step(q, command, warm_start='warm')
+        sim.step(sim.initial_state(q, warm_start='warm'), command)
     qp = QuasistaticSimulator(Scenario.from_yaml(FINGER_PUSH))
     with pytest.raises(CommandError, match=r"formulation 'qp' takes none.*Fix"):
-        qp.step(qp.default_positions(), {}, warm_start=z)
+        qp.step(qp.initial_state(qp.default_positions(), warm_start=z), {})
 
 
 def test_a_failed_miqp_step_hands_on_the_start_it_was_given(tmp_path):
@@ -413,6 +417,6 @@ def test_a_failed_miqp_step_hands_on_the_start_it_was_given(tmp_path):
                      'initial_pose': {'xyz': [0.0, 0.0, 0.5]}}],
         'environment': [ground_entry(tmp_path)]})
     start = np.array([1.0, 0.0, 1.0])
-    result = sim.step(sim.default_positions(), {'pads': [0.0, 0.1, -0.1]}, warm_start=start)
+    result = sim.step(sim.initial_state(warm_start=start), {'pads': [0.0, 0.1, -0.1]})
     assert not result.success
-    np.testing.assert_array_equal(result.warm_start_next, start)
+    np.testing.assert_array_equal(result.state_next.warm_start, start)

@@ -39,17 +39,17 @@ def test_a_sliding_push_matches_central_differences():
     """
     sim = scene('finger_push.yaml', 'miqp')
     command = [0.1, 0.05, -0.05]
-    q, q_ref = state(sim, 'finger', [command] * 8)
+    s = state(sim, 'finger', [command] * 8, warm=False)   # cold MIQPs
     v_cmd = np.array(command)
-    result = sim.step(q, {'finger': v_cmd}, q_ref=q_ref, gradients=True)
-    assert result.success and not result.gradient_degenerate
+    result = sim.step(s, {'finger': v_cmd}, gradients=True)
+    assert result.success and not result.gradients.degenerate
     assert result.contact_set.n_c >= 5                     # finger-box, box-table
-    assert_close(result.dq_next_dq, central(sim, 'finger', q, q_ref, v_cmd, 'q'))
-    assert_close(result.dq_next_dv_cmd, central(sim, 'finger', q, q_ref, v_cmd, 'v_cmd'))
+    assert_close(result.gradients.dq_next_dq, central(sim, 'finger', s, v_cmd, 'q'))
+    assert_close(result.gradients.dq_next_dv_cmd, central(sim, 'finger', s, v_cmd, 'v_cmd'))
     # the MIQP's target is q_a + h v_cmd (eq. 21): q_ref enters nowhere
-    np.testing.assert_array_equal(result.dq_next_dq_ref, 0.0)
+    np.testing.assert_array_equal(result.gradients.dq_next_dq_ref, 0.0)
     box_x = sim.model.objects[0].q_idx[4]
-    assert result.dq_next_dv_cmd[box_x, 0] > 0.01           # the push moves the box
+    assert result.gradients.dq_next_dv_cmd[box_x, 0] > 0.01           # the push moves the box
 
 
 def test_a_contact_at_its_cones_edge_is_flagged():
@@ -63,23 +63,24 @@ def test_a_contact_at_its_cones_edge_is_flagged():
     """
     sim = scene('finger_push.yaml', 'miqp')
     command = [0.1, 0.02, 0.0]
-    q, q_ref = state(sim, 'finger', [command] * 8)
-    result = sim.step(q, {'finger': np.array(command)}, q_ref=q_ref, gradients=True)
-    assert result.success and result.gradient_degenerate
+    s = state(sim, 'finger', [command] * 8, warm=False)
+    result = sim.step(s, {'finger': np.array(command)}, gradients=True)
+    assert result.success and result.gradients.degenerate
 
 
 def test_the_arm_in_free_space_follows_its_command_exactly():
     """Check the arm scene under the MIQP at its start: dq_a'/dv_cmd = h I, and the differences."""
     sim = scene('arm_pick_place_miqp.yaml')
-    q = sim.default_positions()
-    v_cmd = 0.02 * np.ones(len(sim.robot_positions(q, 'iiwa')))
-    result = sim.step(q, {'iiwa': v_cmd}, gradients=True)
+    s = sim.initial_state()
+    v_cmd = 0.02 * np.ones(len(s.q_ref))
+    result = sim.step(s, {'iiwa': v_cmd}, gradients=True)
     assert result.success
     arm = sim.model.robots[0].q_idx
-    np.testing.assert_allclose(result.dq_next_dv_cmd[arm], sim.h * np.eye(len(arm)), atol=1e-9)
-    assert_close(result.dq_next_dv_cmd, central(sim, 'iiwa', q, None, v_cmd, 'v_cmd'))
-    fd = central(sim, 'iiwa', q, None, v_cmd, 'q')
-    np.testing.assert_allclose(result.dq_next_dq[:, arm], fd[:, arm], atol=1e-7)
+    np.testing.assert_allclose(result.gradients.dq_next_dv_cmd[arm], sim.h * np.eye(len(arm)),
+                               atol=1e-9)
+    assert_close(result.gradients.dq_next_dv_cmd, central(sim, 'iiwa', s, v_cmd, 'v_cmd'))
+    fd = central(sim, 'iiwa', s, v_cmd, 'q')
+    np.testing.assert_allclose(result.gradients.dq_next_dq[:, arm], fd[:, arm], atol=1e-7)
 
 
 def point_at_a_wall(phi, xbar):

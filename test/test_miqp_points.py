@@ -102,12 +102,13 @@ def test_a_box_on_its_edge_settles_as_with_every_point(tmp_path):
     """Its edge's two ends cannot hold it; the far corners join and it settles on its face."""
     thinned, every = tilted_box(tmp_path, 2), tilted_box(tmp_path, 'all')
     q = thinned.default_positions()
-    a, b = thinned.step(q, {}), every.step(q, {})
+    a, b = thinned.step(thinned.initial_state(q), {}), every.step(every.initial_state(q), {})
     assert a.success and b.success, (a.status, b.status)
     assert a.contact_set.n_c == b.contact_set.n_c == 4
     np.testing.assert_allclose(a.q_next, b.q_next, atol=1e-7)
     assert thinned.min_signed_distance(a.q_next) >= -ROW_TOL
-    assert a.solution.binaries == b.solution.binaries == 24   # all four points were solved
+    # all four points were solved
+    assert a.diagnostics.solution.binaries == b.diagnostics.solution.binaries == 24
 
 
 def test_two_pads_squeeze_and_lift_a_box_with_the_default_settings():
@@ -121,9 +122,10 @@ def test_two_pads_squeeze_and_lift_a_box_with_the_default_settings():
     for command, steps in (([0.0, 0.1, -0.1], 2), ([0.0, 0.02, -0.02], 3),
                            ([0.1, 0.02, -0.02], 10)):
         for _ in range(steps):
-            result = sim.step(q, {'pads': command}, q_ref=q_ref, warm_start=start)
+            result = sim.step(sim.initial_state(q, q_ref=q_ref, warm_start=start),
+                              {'pads': command})
             assert result.success, result.status
-            q, q_ref, start = result.q_next, result.q_ref_next, result.warm_start_next
+            q, q_ref, start = result.q_next, result.state_next.q_ref, result.state_next.warm_start
             most = max(most, result.contact_set.n_c)
             assert sim.min_signed_distance(q) >= -1e-4
     assert most >= 20, 'the manifold has more points than the licence would take'

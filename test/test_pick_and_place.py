@@ -117,8 +117,8 @@ def test_diagram_reproduces_direct_stepping_on_the_arm_scene():
     run = run_pick_and_place(scenario)
     q, q_ref = engine.default_positions(), None
     for k in range(steps):
-        result = engine.step(q, {'iiwa': plan.velocities[k]}, q_ref=q_ref)
-        q, q_ref = result.q_next, result.q_ref_next
+        result = engine.step(engine.initial_state(q, q_ref=q_ref), {'iiwa': plan.velocities[k]})
+        q, q_ref = result.q_next, result.state_next.q_ref
     xyz = engine.object_pose(q, 'cylinder').translation()
     np.testing.assert_allclose(run.records[steps - 1].object_xyz, xyz, rtol=0, atol=1e-9)
 

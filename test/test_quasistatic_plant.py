@@ -70,9 +70,10 @@ def run_direct(engine, schedules, steps):
     """Step the engine directly with the same commands; return q and q_ref."""
     q, q_ref = engine.default_positions(), None
     for k in range(steps):
-        result = engine.step(q, {robot: c[k] for robot, c in schedules.items()}, q_ref=q_ref)
+        result = engine.step(engine.initial_state(q, q_ref=q_ref),
+                             {robot: c[k] for robot, c in schedules.items()})
         assert result.success
-        q, q_ref = result.q_next, result.q_ref_next
+        q, q_ref = result.q_next, result.state_next.q_ref
     return q, q_ref
 
 

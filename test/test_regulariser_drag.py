@@ -130,9 +130,10 @@ def test_zero_iterates_keep_the_old_drag():
     sim = stiff_push({'qp': {'proximal_iterations': 0}})
     q, q_ref = sim.default_positions(), None
     for _ in range(6):
-        result = sim.step(q, {'finger': np.array([0.1, 0.0, 0.0])}, q_ref=q_ref)
-        q, q_ref = result.q_next, result.q_ref_next
-    assert result.solution.proximal_previous is None and result.solution.drag_fraction is None
+        result = sim.step(sim.initial_state(q, q_ref=q_ref), {'finger': np.array([0.1, 0.0, 0.0])})
+        q, q_ref = result.q_next, result.state_next.q_ref
+    solution = result.diagnostics.solution
+    assert solution.proximal_previous is None and solution.drag_fraction is None
     assert grasp_creep.net_force_fraction(sim, result, 'box') > 1.0
 
 
@@ -142,16 +143,17 @@ def test_an_iterate_predicted_on_the_active_set_is_the_full_solve(monkeypatch):
     plan, _, _ = plan_pick_and_place(sim)
     carry = plan.step_range('carry')
     k = (carry.start + carry.stop) // 2
-    run = sim.rollout(sim.default_positions(), [plan.commands(j) for j in range(k)])
-    fast = sim.step(run.q[-1], plan.commands(k), q_ref=run.q_ref[-1])
+    run = sim.rollout(sim.initial_state(), [plan.commands(j) for j in range(k)])
+    fast = sim.step(sim.initial_state(run.q[-1], q_ref=run.q_ref[-1]), plan.commands(k))
     monkeypatch.setattr(qp_module, 'predicted', lambda *args: None)
-    full = sim.step(run.q[-1], plan.commands(k), q_ref=run.q_ref[-1])
-    chain, s = [], fast.solution
+    full = sim.step(sim.initial_state(run.q[-1], q_ref=run.q_ref[-1]), plan.commands(k))
+    chain, s = [], fast.diagnostics.solution
     while s is not None:
         chain.append(s.lift_iterations)
         s = s.proximal_previous
     assert 0 in chain                         # at least one iterate was predicted
-    np.testing.assert_allclose(fast.v, full.v, rtol=0, atol=1e-9 * np.abs(full.v).max())
+    np.testing.assert_allclose(fast.diagnostics.v, full.diagnostics.v, rtol=0,
+                               atol=1e-9 * np.abs(full.diagnostics.v).max())
     np.testing.assert_allclose(fast.q_next, full.q_next, atol=1e-10)
 
 
@@ -161,25 +163,26 @@ def test_the_pushed_box_ends_where_the_finger_takes_it_and_on_the_table():
     q, q_ref = sim.default_positions(), None
     x = []
     for _ in range(15):
-        result = sim.step(q, {'finger': np.array([0.1, 0.0, 0.0])}, q_ref=q_ref)
-        q, q_ref = result.q_next, result.q_ref_next
+        result = sim.step(sim.initial_state(q, q_ref=q_ref), {'finger': np.array([0.1, 0.0, 0.0])})
+        q, q_ref = result.q_next, result.state_next.q_ref
         x.append(sim.object_pose(q, 'box').translation())
     speeds = np.diff(np.array(x)[5:, 0]) / sim.h
     assert np.allclose(speeds, 0.1, rtol=2e-3), speeds
-    assert result.min_phi_next > -1e-6
+    assert result.diagnostics.min_phi_next > -1e-6
 
 
 def test_gradients_through_the_iterates_match_central_differences():
     """Check a turning push in quasi-static mode where the iterates run: all three gradients."""
     sim = scene('finger_push.yaml')
     command = np.array([0.1, 0.02, 0.0])
-    q, q_ref = state(sim, 'finger', [command] * 5)
-    result = sim.step(q, {'finger': command}, q_ref=q_ref, gradients=True)
-    assert result.solution.proximal_previous is not None     # at least one proximal iterate
-    assert not result.gradient_degenerate
-    for which, analytic in (('q', result.dq_next_dq), ('v_cmd', result.dq_next_dv_cmd),
-                            ('q_ref', result.dq_next_dq_ref)):
-        assert_close(analytic, central(sim, 'finger', q, q_ref, command, which))
+    s = state(sim, 'finger', [command] * 5)
+    result = sim.step(s, {'finger': command}, gradients=True)
+    assert result.diagnostics.solution.proximal_previous is not None   # a proximal iterate
+    assert not result.gradients.degenerate
+    gradients = result.gradients
+    for which, analytic in (('q', gradients.dq_next_dq), ('v_cmd', gradients.dq_next_dv_cmd),
+                            ('q_ref', gradients.dq_next_dq_ref)):
+        assert_close(analytic, central(sim, 'finger', s, command, which))
 
 
 @pytest.mark.parametrize('value', [-1, 1.5, 'yes', True])

@@ -42,7 +42,7 @@ def finger_alone(h: float, inertia: bool = True, **robot) -> QuasistaticSimulato
 def lag_after_start(sim: QuasistaticSimulator, duration: float) -> tuple[np.ndarray, np.ndarray]:
     """Return the times and the x joint's lag q_ref - q under a reference moving at SPEED."""
     steps = round(duration / sim.h)
-    run = sim.rollout(sim.default_positions(), [{'finger': [SPEED, 0.0, 0.0]}] * steps)
+    run = sim.rollout(sim.initial_state(), [{'finger': [SPEED, 0.0, 0.0]}] * steps)
     assert run.failed_steps == 0
     return sim.h * np.arange(steps + 1), run.q_ref[:, 0] - run.q[:, 0]
 
@@ -83,7 +83,7 @@ def test_the_plant_carries_the_robot_velocity_in_its_context():
     context = plant.GetMyContextFromRoot(simulator.get_mutable_context())
     plant.get_velocity_command_input_port('finger').FixValue(context, [SPEED, 0.0, 0.0])
     simulator.AdvanceTo(0.1 + 1e-9)          # 11 updates: t = 0, 0.01, ..., 0.1
-    run = sim.rollout(sim.default_positions(), [{'finger': [SPEED, 0.0, 0.0]}] * 11)
+    run = sim.rollout(sim.initial_state(), [{'finger': [SPEED, 0.0, 0.0]}] * 11)
     np.testing.assert_allclose(plant.get_positions(context), run.q[-1], atol=1e-12)
     np.testing.assert_allclose(plant.get_robot_velocities(context), run.robot_velocity[-1],
                                atol=1e-12)
@@ -96,10 +96,9 @@ def test_a_rollout_resumes_from_the_velocity_it_was_given():
     """Check step(robot_velocity=...): two half rollouts chained equal the whole one."""
     sim = finger_alone(0.01)
     commands = [{'finger': [SPEED, 0.0, 0.0]}] * 20
-    whole = sim.rollout(sim.default_positions(), commands)
-    first = sim.rollout(sim.default_positions(), commands[:10])
-    second = sim.rollout(first.q[-1], commands[10:], q_ref=first.q_ref[-1],
-                         robot_velocity=first.robot_velocity[-1])
+    whole = sim.rollout(sim.initial_state(), commands)
+    first = sim.rollout(sim.initial_state(), commands[:10])
+    second = sim.rollout(first.final_state, commands[10:])
     np.testing.assert_allclose(second.q[-1], whole.q[-1], atol=1e-12)
 
 
@@ -107,12 +106,12 @@ def test_bad_uses_are_refused_with_the_fix():
     """Check: a velocity without robot_inertia, a wrong length, gradients, miqp, damping."""
     plain = finger_alone(0.01, inertia=False)
     with pytest.raises(CommandError, match='robot_inertia: true'):
-        plain.step(plain.default_positions(), {}, robot_velocity=np.zeros(3))
+        plain.step(plain.initial_state(plain.default_positions(), robot_velocity=np.zeros(3)), {})
     sim = finger_alone(0.01)
     with pytest.raises(CommandError, match='robot_velocity'):
-        sim.step(sim.default_positions(), {}, robot_velocity=np.zeros(2))
+        sim.step(sim.initial_state(sim.default_positions(), robot_velocity=np.zeros(2)), {})
     with pytest.raises(CommandError, match='gradients=False'):
-        sim.step(sim.default_positions(), {}, gradients=True)
+        sim.step(sim.initial_state(), {}, gradients=True)
     with pytest.raises(ScenarioError, match=r'robots\[0\]\.damping_ratio.*robot_inertia: true'):
         finger_alone(0.01, inertia=False, damping_ratio=0.5)
     with pytest.raises(ScenarioError, match='formulation: qp'):

@@ -46,9 +46,9 @@ def roll(sim, q, commands, steps, q_ref=None):
     """Step; return the q, q_ref and StepResult of every step."""
     out = []
     for _ in range(steps):
-        result = sim.step(q, commands, q_ref=q_ref)
-        assert result.success, (result.status, result.error)
-        q, q_ref = result.q_next, result.q_ref_next
+        result = sim.step(sim.initial_state(q, q_ref=q_ref), commands)
+        assert result.success, (result.status, result.diagnostics.error)
+        q, q_ref = result.q_next, result.state_next.q_ref
         out.append(result)
     return out
 
@@ -62,7 +62,7 @@ def test_box_resting_with_its_centre_inside_the_edge_stays_put():
     xyz, rpy = pose_xyz_rpy(sim, results[-1].q_next, 'box')
     np.testing.assert_allclose(xyz, [0.56, 0, 0.05], atol=1e-6)
     assert np.max(np.abs(rpy)) < 1e-6
-    assert min(r.min_phi_next for r in results) > -1e-6
+    assert min(r.diagnostics.min_phi_next for r in results) > -1e-6
 
 
 def test_table_edge_under_an_overhanging_box_is_in_the_manifold():
@@ -82,9 +82,9 @@ def test_pushed_box_never_sinks_and_tips_only_past_the_edge():
     q, q_ref = sim.default_positions(), None
     deepest, tipped_at = np.inf, None
     for _ in range(80):
-        result = sim.step(q, {'finger': [0.1, 0, 0]}, q_ref=q_ref)
+        result = sim.step(sim.initial_state(q, q_ref=q_ref), {'finger': [0.1, 0, 0]})
         assert result.success
-        q, q_ref = result.q_next, result.q_ref_next
+        q, q_ref = result.q_next, result.state_next.q_ref
         deepest = min(deepest, sim.min_signed_distance(q))
         xyz, rpy = pose_xyz_rpy(sim, q, 'box')
         if tipped_at is None and abs(rpy[1]) > 0.05:
@@ -137,7 +137,7 @@ def test_lying_cylinder_across_the_table_edge_is_held_by_the_edge(tmp_path):
     results = roll(sim, sim.default_positions(), {}, 10)
     xyz, rpy = pose_xyz_rpy(sim, results[-1].q_next, 'roll')
     np.testing.assert_allclose(xyz, [0.98, 0, 0.03], atol=1e-5)
-    assert min(r.min_phi_next for r in results) > -1e-6
+    assert min(r.diagnostics.min_phi_next for r in results) > -1e-6
 
 
 # ----- large motions in one step --------------------------------------------------------
@@ -162,9 +162,9 @@ def test_a_turn_too_large_for_the_linearised_contacts_is_solved_again_bounded():
     scenario = Scenario.from_yaml(f'{REPO_ROOT}/config/arm_pick_place_rounded_box.yaml')
     for lifted in (True, False):
         sim = QuasistaticSimulator(scenario.with_formulation('qp', anitescu_lift=lifted))
-        result = sim.step(np.array(TOO_FAR['q']), TOO_FAR['commands'],
-                          q_ref=np.array(TOO_FAR['q_ref']))
-        assert result.success and result.rotation_limited == lifted
+        start = sim.initial_state(np.array(TOO_FAR['q']), q_ref=np.array(TOO_FAR['q_ref']))
+        result = sim.step(start, TOO_FAR['commands'])
+        assert result.success and result.diagnostics.rotation_limited == lifted
         assert sim.min_signed_distance(result.q_next) > -LINEARISATION_ERROR
 
 
@@ -185,8 +185,9 @@ def test_box_pushed_down_does_not_tunnel_with_a_far_corner():
     """A tilted box 19 mm above the table, pushed 22 mm down: a corner 21 mm away hit it."""
     sim = QuasistaticSimulator(Scenario.from_yaml(f'{REPO_ROOT}/config/bench_pad_push.yaml'))
     q = np.array(FAR_CORNER['q'])
-    result = sim.step(q, FAR_CORNER['commands'], q_ref=np.array(FAR_CORNER['q_ref']))
-    assert result.success and result.resolves >= 1
+    result = sim.step(sim.initial_state(q, q_ref=np.array(FAR_CORNER['q_ref'])),
+                      FAR_CORNER['commands'])
+    assert result.success and result.diagnostics.resolves >= 1
     assert sim.min_signed_distance(result.q_next) > -1e-4
 
 
@@ -216,22 +217,22 @@ def test_reference_lead_is_bounded_while_a_robot_is_blocked():
     sim = config_sim('two_pads_lift')
     q, q_ref = sim.default_positions(), None
     for _ in range(100):
-        result = sim.step(q, {'pads': [-0.5, 0, 0]}, q_ref=q_ref)
-        q, q_ref = result.q_next, result.q_ref_next
+        result = sim.step(sim.initial_state(q, q_ref=q_ref), {'pads': [-0.5, 0, 0]})
+        q, q_ref = result.q_next, result.state_next.q_ref
     lift = sim.robot_positions(q, 'pads')[0]
     assert lift > 0.03 - 1e-6, 'held by the table'
     assert q_ref[0] == pytest.approx(lift - DEFAULT_MAX_LEAD['prismatic'], abs=1e-12)
-    assert result.reference_limited
-    up = sim.step(q, {'pads': [0.5, 0, 0]}, q_ref=q_ref)    # the lead unwinds at once
-    assert up.q_ref_next[0] == pytest.approx(q_ref[0] + 0.05, abs=1e-12)
+    assert result.diagnostics.reference_limited
+    up = sim.step(sim.initial_state(q, q_ref=q_ref), {'pads': [0.5, 0, 0]})   # unwinds at once
+    assert up.state_next.q_ref[0] == pytest.approx(q_ref[0] + 0.05, abs=1e-12)
 
 
 def test_max_reference_lead_is_honoured_and_checked(tmp_path):
     sim = config_sim('two_pads_lift', robots__max_reference_lead=[0.01, 0.02, 0.02])
     q, q_ref = sim.default_positions(), None
     for _ in range(20):
-        result = sim.step(q, {'pads': [-0.5, 0, 0]}, q_ref=q_ref)
-        q, q_ref = result.q_next, result.q_ref_next
+        result = sim.step(sim.initial_state(q, q_ref=q_ref), {'pads': [-0.5, 0, 0]})
+        q, q_ref = result.q_next, result.state_next.q_ref
     assert sim.robot_positions(q, 'pads')[0] - q_ref[0] == pytest.approx(0.01, abs=1e-12)
     with pytest.raises(ScenarioError, match=r'robots\[0\]\.max_reference_lead: expected 3 '
                                             r'values.*Fix'):
@@ -245,7 +246,8 @@ def test_penetration_beyond_one_step_of_velocity_is_worked_off_over_steps():
     sim = config_sim('two_pads_lift', time_step=0.02,
                      robots__initial_positions=[-0.03, -0.07, 0.07])
     results = roll(sim, sim.default_positions(), {'pads': [0.0, 0, 0]}, 6)
-    assert results[0].recovery_dropped and 0.0 < results[0].recovery_fraction < 1.0
+    first = results[0].diagnostics
+    assert first.recovery_dropped and 0.0 < first.recovery_fraction < 1.0
     phis = [sim.min_signed_distance(r.q_next) for r in results]
     assert all(b > a for a, b in zip(phis[:2], phis[1:3])), 'it comes out a little each step'
     assert phis[-1] > PENETRATION_LIMIT
@@ -289,7 +291,8 @@ def test_a_corner_on_a_cylinder_rim_has_both_rows():
     axis = sim.object_pose(q, 'cylinder').rotation().matrix()[:, 2]
     assert any(abs(n @ axis) > 1 - 1e-9 for n in rows), 'the cap row'
     assert any(abs(n @ axis) < 1e-9 for n in rows), 'the side row'
-    result = sim.step(q, {'iiwa': [0.0] * 9}, q_ref=np.array(CORNER_ON_RIM['q_ref']))
+    result = sim.step(sim.initial_state(q, q_ref=np.array(CORNER_ON_RIM['q_ref'])),
+                      {'iiwa': [0.0] * 9})
     assert result.success and sim.min_signed_distance(result.q_next) > -1e-5
 
 
@@ -308,9 +311,9 @@ def test_joint_velocity_limits_bound_the_joints():
     """two_pads.urdf's joints have <limit velocity="1.0">: a 30 m/s command moves 0.1 m/step."""
     sim = config_sim('two_pads_lift')
     q = sim.default_positions()
-    result = sim.step(q, {'pads': [30.0, 0, 0]})
+    result = sim.step(sim.initial_state(q), {'pads': [30.0, 0, 0]})
     assert sim.robot_positions(result.q_next, 'pads')[0] - 0.05 == pytest.approx(0.1, abs=1e-9)
-    assert result.q_ref_next[0] == pytest.approx(0.05 + DEFAULT_MAX_LEAD['prismatic'] + 0.1)
+    assert result.state_next.q_ref[0] == pytest.approx(0.05 + DEFAULT_MAX_LEAD['prismatic'] + 0.1)
 
 
 # ----- position limits ----------------------------------------------------------------------
@@ -328,14 +331,14 @@ def limited_slider(tmp_path):
 def test_joint_position_limits_hold_and_a_joint_beyond_one_may_stay(tmp_path):
     """QP bounds (min(lo, q) - q) / h <= v' <= (max(hi, q) - q) / h (formulations/qp.py)."""
     sim = limited_slider(tmp_path)
-    out = sim.rollout(sim.default_positions(), [{'slider': [0.6]}] * 4)
+    out = sim.rollout(sim.initial_state(), [{'slider': [0.6]}] * 4)
     assert out.failed_steps == 0
     assert out.q[1:, 0] == pytest.approx([0.06, 0.1, 0.1, 0.1], abs=1e-9), 'stops at 0.1 m'
     beyond = sim.default_positions()
     beyond[0] = 0.15                                         # placed beyond the upper limit
-    further = sim.step(beyond, {'slider': [0.5]})
+    further = sim.step(sim.initial_state(beyond), {'slider': [0.5]})
     assert further.success and further.q_next[0] == pytest.approx(0.15, abs=1e-12)
-    back = sim.step(beyond, {'slider': [-0.5]})
+    back = sim.step(sim.initial_state(beyond), {'slider': [-0.5]})
     assert back.success and back.q_next[0] == pytest.approx(0.10, abs=1e-9)
 
 
@@ -346,8 +349,8 @@ def test_quasi_dynamic_push_through_the_centre_keeps_zero_yaw(h):
     sim = config_sim('finger_push', time_step=h, quasi_dynamic=True)
     q, q_ref = sim.default_positions(), None
     for _ in range(int(round(3.0 / h))):
-        result = sim.step(q, {'finger': [0.1, 0, 0]}, q_ref=q_ref)
-        q, q_ref = result.q_next, result.q_ref_next
+        result = sim.step(sim.initial_state(q, q_ref=q_ref), {'finger': [0.1, 0, 0]})
+        q, q_ref = result.q_next, result.state_next.q_ref
     yaw = RollPitchYaw(sim.object_pose(q, 'box').rotation()).vector()[2]
     assert abs(np.degrees(yaw)) < 1e-5
 
@@ -365,12 +368,12 @@ def test_any_failure_inside_a_step_is_reported_and_keeps_q(monkeypatch, failure)
     def detect(*args, **kwargs):
         raise failure
     monkeypatch.setattr(sim.detector, 'detect', detect)
-    result = sim.step(q, {'pads': [0.1, 0, 0]})
+    result = sim.step(sim.initial_state(q), {'pads': [0.1, 0, 0]})
     assert result.status == 'error' and not result.success
-    assert result.error.startswith(type(failure).__name__)
+    assert result.diagnostics.error.startswith(type(failure).__name__)
     np.testing.assert_array_equal(result.q_next, q)
     monkeypatch.setattr(sim.detector, 'detect', real_detect)
-    after = sim.step(q, {'pads': [0.1, 0, 0]})                  # the engine is still usable
+    after = sim.step(sim.initial_state(q), {'pads': [0.1, 0, 0]})   # the engine is still usable
     assert after.success
     assert sim.robot_positions(after.q_next, 'pads')[0] == pytest.approx(0.06, abs=1e-9)
 
@@ -382,4 +385,4 @@ def test_ctrl_c_inside_a_step_is_not_swallowed(monkeypatch):
         raise KeyboardInterrupt
     monkeypatch.setattr(sim.detector, 'detect', detect)
     with pytest.raises(KeyboardInterrupt):
-        sim.step(sim.default_positions(), {})
+        sim.step(sim.initial_state(), {})

@@ -71,7 +71,7 @@ def test_robot_in_free_space_follows_command_exactly(tmp_path, quasi_dynamic):
     result = run(sim, q, {'arm': v}, 10)
     np.testing.assert_allclose(sim.robot_positions(result.q_next, 'arm'),
                                [0.1, 0.2, 0.5] + 10 * 0.1 * v, atol=1e-12)
-    np.testing.assert_allclose(result.v, v, atol=1e-12)
+    np.testing.assert_allclose(result.diagnostics.v, v, atol=1e-12)
 
 
 def finger_robot(tmp_path, start_x, z):
@@ -99,10 +99,8 @@ def test_sphere_finger_pushes_box_straight(tmp_path, quasi_dynamic):
 def squeeze_and_lift(sim):
     q = sim.default_positions()
     squeeze = run(sim, q, {'pads': [0.0, 0.1, -0.1]}, 3)           # close and squeeze 2 cm
-    lift = run(sim, squeeze.q_next, {'pads': [0.1, 0.0, 0.0]}, 10,  # lift 10 cm
-               q_ref=squeeze.q_ref_next)
-    return run(sim, lift.q_next, {'pads': [0.0, 0.0, 0.0]}, 10,     # hold: settles
-               q_ref=lift.q_ref_next)
+    lift = run(sim, squeeze.state_next, {'pads': [0.1, 0.0, 0.0]}, 10)   # lift 10 cm
+    return run(sim, lift.state_next, {'pads': [0.0, 0.0, 0.0]}, 10)       # hold: settles
 
 
 def net_force_on(result, body):

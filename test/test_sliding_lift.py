@@ -89,11 +89,11 @@ def push(sim, command, steps):
     q, q_ref, heights, least = sim.default_positions(), None, [], []
     box_z = sim.model.objects[0].q_idx[6]
     for _ in range(steps):
-        result = sim.step(q, {'finger': command}, q_ref=q_ref)
+        result = sim.step(sim.initial_state(q, q_ref=q_ref), {'finger': command})
         assert result.success
-        q, q_ref = result.q_next, result.q_ref_next
+        q, q_ref = result.q_next, result.state_next.q_ref
         heights.append(q[box_z])
-        least.append(result.min_phi_next)
+        least.append(result.diagnostics.min_phi_next)
     return np.array(heights), np.array(least), q, result
 
 
@@ -130,8 +130,8 @@ def test_a_box_at_rest_keeps_the_exact_force_balance():
     """Check a box at rest: no sliding, no shift, the table carries exactly its weight."""
     sim = scene('finger_push.yaml')
     q = sim.default_positions()
-    result = sim.step(q, {'finger': [0.0, 0.0, 0.0]})
-    assert result.success and result.solution.lift_iterations == 1
+    result = sim.step(sim.initial_state(q), {'finger': [0.0, 0.0, 0.0]})
+    assert result.success and result.diagnostics.solution.lift_iterations == 1
     np.testing.assert_allclose(result.q_next, q, atol=1e-12)
     total = result.forces_W.sum(axis=0)                 # on the table, by the box
     np.testing.assert_allclose(total, [0.0, 0.0, -sim.formulation.facts.object_weight],

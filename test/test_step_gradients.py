@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO_ROOT
-from quasistatic_drake import CommandError, QuasistaticSimulator, Scenario
+from quasistatic_drake import CommandError, QuasistaticSimulator, Scenario, State
 
 EPS = 1e-6
 
@@ -24,26 +24,27 @@ def scene(name, formulation=None):
                                 else scenario.with_formulation(formulation))
 
 
-def state(sim, robot, commands):
-    """Return (q, q_ref) after stepping through ``commands``."""
-    q, q_ref = sim.default_positions(), None
+def state(sim, robot, commands, warm=True):
+    """Return the State after stepping through ``commands`` (``warm``: with warm starts)."""
+    s = sim.initial_state()
     for command in commands:
-        result = sim.step(q, {robot: command}, q_ref=q_ref)
+        result = sim.step(s, {robot: command})
         assert result.success
-        q, q_ref = result.q_next, result.q_ref_next
-    return q, q_ref
+        s = result.state_next if warm else result.state_next.with_warm_start(None)
+    return s
 
 
-def central(sim, robot, q, q_ref, v_cmd, which):
-    """Return the central differences of q_next in q, v_cmd or q_ref."""
-    base = {'q': q, 'v_cmd': v_cmd, 'q_ref': q_ref}[which]
+def central(sim, robot, s, v_cmd, which):
+    """Return the central differences of q_next in q, v_cmd or q_ref (the rest held)."""
+    base = {'q': s.q, 'v_cmd': np.asarray(v_cmd, float), 'q_ref': s.q_ref}[which]
     columns = []
     for e in np.eye(len(base)):
         ends = []
         for sign in (1.0, -1.0):
-            args = {'q': q, 'v_cmd': v_cmd, 'q_ref': q_ref}
+            args = {'q': s.q, 'v_cmd': v_cmd, 'q_ref': s.q_ref}
             args[which] = base + sign * EPS * e
-            ends.append(sim.step(args['q'], {robot: args['v_cmd']}, q_ref=args['q_ref']).q_next)
+            start = State(q=args['q'], q_ref=args['q_ref'], warm_start=s.warm_start)
+            ends.append(sim.step(start, {robot: args['v_cmd']}).q_next)
         columns.append((ends[0] - ends[1]) / (2 * EPS))
     return np.array(columns).T
 
@@ -54,20 +55,21 @@ def assert_close(analytic, fd):
 
 def test_pushed_box_gradients_match_central_differences():
     sim = scene('finger_push.yaml')
-    q, q_ref = state(sim, 'finger', [[0.1, 0.0, 0.0]] * 8)
+    s = state(sim, 'finger', [[0.1, 0.0, 0.0]] * 8)
     v_cmd = np.array([0.1, 0.0, 0.0])
-    result = sim.step(q, {'finger': v_cmd}, q_ref=q_ref, gradients=True)
-    assert result.success and not result.gradient_degenerate
+    result = sim.step(s, {'finger': v_cmd}, gradients=True)
+    assert result.success and not result.gradients.degenerate
     assert result.contact_set.n_c >= 2                   # finger-box and box-table
-    n_q, n_a = len(q), 3
-    assert result.dq_next_dq.shape == (n_q, n_q)
-    assert result.dq_next_dv_cmd.shape == result.dq_next_dq_ref.shape == (n_q, n_a)
-    assert_close(result.dq_next_dq, central(sim, 'finger', q, q_ref, v_cmd, 'q'))
-    assert_close(result.dq_next_dv_cmd, central(sim, 'finger', q, q_ref, v_cmd, 'v_cmd'))
-    assert_close(result.dq_next_dq_ref, central(sim, 'finger', q, q_ref, v_cmd, 'q_ref'))
+    n_q, n_a = len(s.q), 3
+    assert result.gradients.dq_next_dq.shape == (n_q, n_q)
+    gradients = result.gradients
+    assert gradients.dq_next_dv_cmd.shape == gradients.dq_next_dq_ref.shape == (n_q, n_a)
+    assert_close(result.gradients.dq_next_dq, central(sim, 'finger', s, v_cmd, 'q'))
+    assert_close(result.gradients.dq_next_dv_cmd, central(sim, 'finger', s, v_cmd, 'v_cmd'))
+    assert_close(result.gradients.dq_next_dq_ref, central(sim, 'finger', s, v_cmd, 'q_ref'))
     # the push moves the box: its x follows the finger's command
     box_x = sim.model.objects[0].q_idx[4]
-    assert result.dq_next_dv_cmd[box_x, 0] > 0.01
+    assert result.gradients.dq_next_dv_cmd[box_x, 0] > 0.01
 
 
 def test_squeezed_box_command_gradients_and_the_changing_manifold():
@@ -80,31 +82,31 @@ def test_squeezed_box_command_gradients_and_the_changing_manifold():
     the detection tolerance, come and go under a change of q; they do not matter.)
     """
     sim = scene('two_pads_lift.yaml')
-    q, q_ref = state(sim, 'pads', [[0.0, 0.2, -0.2]] * 3 + [[0.05, 0.0, 0.0]] * 2)
+    s = state(sim, 'pads', [[0.0, 0.2, -0.2]] * 3 + [[0.05, 0.0, 0.0]] * 2)
     v_cmd = np.array([0.05, 0.01, -0.01])
-    result = sim.step(q, {'pads': v_cmd}, q_ref=q_ref, gradients=True)
+    result = sim.step(s, {'pads': v_cmd}, gradients=True)
     assert result.success and np.linalg.norm(result.forces_W, axis=1).max() > 1.0
-    assert result.gradient_degenerate
-    assert_close(result.dq_next_dv_cmd, central(sim, 'pads', q, q_ref, v_cmd, 'v_cmd'))
-    assert_close(result.dq_next_dq_ref, central(sim, 'pads', q, q_ref, v_cmd, 'q_ref'))
+    assert result.gradients.degenerate
+    assert_close(result.gradients.dq_next_dv_cmd, central(sim, 'pads', s, v_cmd, 'v_cmd'))
+    assert_close(result.gradients.dq_next_dq_ref, central(sim, 'pads', s, v_cmd, 'q_ref'))
     # squeezed, the box rises with the lift command: h (1 - rho^(k+1)) after k proximal
     # iterates, rho = r / (1 + r) with the quasi-static inertia ratio r (the objects'
     # inertia eps M_u against the springs; formulations/proximal_drag.py); the plain
     # QP alone (k = 0) gives h / (1 + r)
     r = sim.scenario.quasi_static_inertia_ratio
-    k, solution = 0, result.solution
+    k, solution = 0, result.diagnostics.solution
     while solution.proximal_previous is not None:
         k, solution = k + 1, solution.proximal_previous
     assert k == sim.scenario.settings('qp').proximal_iterations
     box_z = sim.model.objects[0].q_idx[6]
-    assert result.dq_next_dv_cmd[box_z, 0] == pytest.approx(
+    assert result.gradients.dq_next_dv_cmd[box_z, 0] == pytest.approx(
         sim.h * (1 - (r / (1 + r)) ** (k + 1)), rel=1e-6)
 
 
 def test_a_step_without_gradients_has_none():
     sim = scene('finger_push.yaml')
-    result = sim.step(sim.default_positions(), {'finger': [0.1, 0.0, 0.0]})
-    assert result.dq_next_dq is None and result.dq_next_dv_cmd is None
+    result = sim.step(sim.initial_state(), {'finger': [0.1, 0.0, 0.0]})
+    assert result.gradients is None
 
 
 @pytest.mark.parametrize('name, steps, command', [
@@ -114,15 +116,16 @@ def test_lcp_gradients_match_central_differences(name, steps, command):
     """formulation: lcp on Halm & Posa's disk: pushed by two fingers, and rolled on the wall."""
     sim = QuasistaticSimulator(Scenario.from_yaml(os.path.join(REPO_ROOT, 'config', name))
                                .with_formulation('lcp', feedback_scale=2.0 ** -4))
-    q, _ = state(sim, 'fingers', [command] * steps)
+    s = state(sim, 'fingers', [command] * steps)
     v_cmd = np.array(command)
-    result = sim.step(q, {'fingers': v_cmd}, gradients=True)
-    assert result.success and not result.gradient_degenerate
+    result = sim.step(s, {'fingers': v_cmd}, gradients=True)
+    assert result.success and not result.gradients.degenerate
     assert result.scaled_impulses_W.any(), 'not in contact: a weak test'
-    assert_close(result.dq_next_dq, central(sim, 'fingers', q, None, v_cmd, 'q'))
-    assert_close(result.dq_next_dv_cmd, central(sim, 'fingers', q, None, v_cmd, 'v_cmd'))
+    assert_close(result.gradients.dq_next_dq, central(sim, 'fingers', s, v_cmd, 'q'))
+    assert_close(result.gradients.dq_next_dv_cmd,
+                 central(sim, 'fingers', s, v_cmd, 'v_cmd'))
     # the LCP's reference is q_a + h u: no q_ref enters the step
-    np.testing.assert_array_equal(result.dq_next_dq_ref, 0.0)
+    np.testing.assert_array_equal(result.gradients.dq_next_dq_ref, 0.0)
 
 
 def test_log_barrier_smoothing_gives_gradients_before_contact():
@@ -141,18 +144,19 @@ def test_log_barrier_smoothing_gives_gradients_before_contact():
         if kappa is not None:
             sim = QuasistaticSimulator(sim.scenario.with_formulation(
                 'qp', log_barrier_weight=kappa))
-        q = sim.default_positions()
-        result = sim.step(q, {'finger': v_cmd}, gradients=True)
+        s = sim.initial_state()
+        result = sim.step(s, {'finger': v_cmd}, gradients=True)
         assert result.success
         gap = [phi for a, b, phi in zip(result.contact_set.body_a, result.contact_set.body_b,
                                         result.contact_set.phi) if 'finger' in a + b]
         assert gap and min(gap) > 1e-3                  # the finger does not reach the box
         box_x = sim.model.objects[0].q_idx[4]
-        derivative[kappa] = result.dq_next_dv_cmd[box_x, 0]
+        derivative[kappa] = result.gradients.dq_next_dv_cmd[box_x, 0]
         if kappa is not None:
-            assert not result.gradient_degenerate
-            assert_close(result.dq_next_dv_cmd, central(sim, 'finger', q, None, v_cmd, 'v_cmd'))
-            assert_close(result.dq_next_dq, central(sim, 'finger', q, None, v_cmd, 'q'))
+            assert not result.gradients.degenerate
+            assert_close(result.gradients.dq_next_dv_cmd,
+                         central(sim, 'finger', s, v_cmd, 'v_cmd'))
+            assert_close(result.gradients.dq_next_dq, central(sim, 'finger', s, v_cmd, 'q'))
     assert abs(derivative[None]) < 1e-12
     assert derivative[1000.0] > 1e-3
 
@@ -174,20 +178,19 @@ def test_arm_gradients_match_central_differences():
     (step_gradients.sides_compared), and every column matches.
     """
     sim = scene('arm_pick_place.yaml')
-    q = sim.default_positions()
-    q_ref = sim.robot_positions(q, 'iiwa')
-    v_cmd = 0.02 * np.ones(len(q_ref))      # inside the fingers' limits (0.05 reaches one)
-    result = sim.step(q, {'iiwa': v_cmd}, q_ref=q_ref, gradients=True)
-    assert result.success and not result.gradient_degenerate
-    fd = central(sim, 'iiwa', q, q_ref, v_cmd, 'q')
-    np.testing.assert_allclose(result.dq_next_dq, fd, atol=1e-8)
+    s = sim.initial_state()
+    v_cmd = 0.02 * np.ones(len(s.q_ref))    # inside the fingers' limits (0.05 reaches one)
+    result = sim.step(s, {'iiwa': v_cmd}, gradients=True)
+    assert result.success and not result.gradients.degenerate
+    fd = central(sim, 'iiwa', s, v_cmd, 'q')
+    np.testing.assert_allclose(result.gradients.dq_next_dq, fd, atol=1e-8)
     cylinder = sim.model.objects[0].q_idx
     assert np.abs(fd[:, cylinder]).max() > 0.1, 'the cylinder columns carry no information'
-    assert_close(result.dq_next_dv_cmd, central(sim, 'iiwa', q, q_ref, v_cmd, 'v_cmd'))
-    assert_close(result.dq_next_dq_ref, central(sim, 'iiwa', q, q_ref, v_cmd, 'q_ref'))
+    assert_close(result.gradients.dq_next_dv_cmd, central(sim, 'iiwa', s, v_cmd, 'v_cmd'))
+    assert_close(result.gradients.dq_next_dq_ref, central(sim, 'iiwa', s, v_cmd, 'q_ref'))
     # in free space each joint follows its command: dq_a' / dv_cmd = h I
     arm = sim.model.robots[0].q_idx
-    block = result.dq_next_dv_cmd[arm]
+    block = result.gradients.dq_next_dv_cmd[arm]
     np.testing.assert_allclose(block, sim.h * np.eye(len(arm)), atol=1e-9)
 
 
@@ -200,16 +203,16 @@ def test_a_box_resting_flat_is_two_sided_only_when_its_sides_are_compared(monkey
     compared by solving again, both sides agree and all of dq_next/dq matches.
     """
     sim = scene('finger_push.yaml')
-    q = sim.default_positions()
+    s = sim.initial_state()
     v_cmd = np.array([0.01, 0.0, 0.0])
-    fd = central(sim, 'finger', q, None, v_cmd, 'q')
-    result = sim.step(q, {'finger': v_cmd}, gradients=True)
-    assert result.success and not result.gradient_degenerate
-    assert_close(result.dq_next_dq, fd)
+    fd = central(sim, 'finger', s, v_cmd, 'q')
+    result = sim.step(s, {'finger': v_cmd}, gradients=True)
+    assert result.success and not result.gradients.degenerate
+    assert_close(result.gradients.dq_next_dq, fd)
     monkeypatch.setattr(sim.formulation, 'checks_one_sided_by_solving', False)
-    alone = sim.step(q, {'finger': v_cmd}, gradients=True)
-    assert alone.gradient_degenerate
-    assert np.abs(alone.dq_next_dq - fd).max() > 0.1
+    alone = sim.step(s, {'finger': v_cmd}, gradients=True)
+    assert alone.gradients.degenerate
+    assert np.abs(alone.gradients.dq_next_dq - fd).max() > 0.1
 
 
 def test_command_gradients_alone_equal_the_full_ones():
@@ -219,20 +222,21 @@ def test_command_gradients_alone_equal_the_full_ones():
             ('two_pads_lift.yaml', 'pads', [0.02, 0.05, -0.05], None),
             ('finger_push.yaml', 'finger', [0.1, 0.05, -0.05], 'miqp')]:
         sim = scene(name, formulation)
-        q, q_ref = state(sim, robot, [command] * 4)
-        full = sim.step(q, {robot: command}, q_ref=q_ref, gradients=True)
-        alone = sim.step(q, {robot: command}, q_ref=q_ref, gradients='commands')
-        assert alone.dq_next_dq is None and full.dq_next_dq is not None
-        np.testing.assert_allclose(alone.dq_next_dv_cmd, full.dq_next_dv_cmd, atol=1e-12)
-        np.testing.assert_allclose(alone.dq_next_dq_ref, full.dq_next_dq_ref, atol=1e-12)
+        s = state(sim, robot, [command] * 4)
+        full = sim.step(s, {robot: command}, gradients=True)
+        alone = sim.step(s, {robot: command}, gradients='commands')
+        assert alone.gradients.dq_next_dq is None and full.gradients.dq_next_dq is not None
+        for which in ('dq_next_dv_cmd', 'dq_next_dq_ref'):
+            np.testing.assert_allclose(getattr(alone.gradients, which),
+                                       getattr(full.gradients, which), atol=1e-12)
         np.testing.assert_array_equal(alone.q_next, full.q_next)
 
 
 def test_a_bad_gradients_value_is_refused_and_changes_nothing():
     sim = scene('finger_push.yaml')
-    q = sim.default_positions()
-    before = sim.step(q, {'finger': [0.1, 0.0, 0.0]})
+    s = sim.initial_state()
+    before = sim.step(s, {'finger': [0.1, 0.0, 0.0]})
     for bad in ('all', 1, None):
         with pytest.raises(CommandError, match="gradients must be True, False or 'commands'"):
-            sim.step(q, {'finger': [0.1, 0.0, 0.0]}, gradients=bad)
-    np.testing.assert_array_equal(sim.step(q, {'finger': [0.1, 0.0, 0.0]}).q_next, before.q_next)
+            sim.step(s, {'finger': [0.1, 0.0, 0.0]}, gradients=bad)
+    np.testing.assert_array_equal(sim.step(s, {'finger': [0.1, 0.0, 0.0]}).q_next, before.q_next)

@@ -40,9 +40,9 @@ BOX = 0.1
 def test_the_reported_state_steps():
     sim = QuasistaticSimulator(Scenario.from_yaml(f'{REPO_ROOT}/config/two_pads_lift.yaml'))
     assert abs(sim.min_signed_distance(KILLER_Q)) < 1e-9
-    result = sim.step(KILLER_Q, {'pads': KILLER_CMD}, q_ref=KILLER_Q_REF)
-    assert result.success, (result.status, result.error)
-    assert result.min_phi_next > -1e-6
+    result = sim.step(sim.initial_state(KILLER_Q, q_ref=KILLER_Q_REF), {'pads': KILLER_CMD})
+    assert result.success, (result.status, result.diagnostics.error)
+    assert result.diagnostics.min_phi_next > -1e-6
 
 
 # States of config/two_pads_lift.yaml, found by the node's command flood, where Drake's
@@ -66,8 +66,9 @@ from quasistatic_drake import QuasistaticSimulator, Scenario
 case = json.loads(sys.argv[1])
 sim = QuasistaticSimulator(Scenario.from_yaml('config/two_pads_lift.yaml'))
 distance = sim.min_signed_distance(case['q'])
-result = sim.step(case['q'], {'pads': case['cmd']}, q_ref=case['q_ref'])
-print(json.dumps({'distance': distance, 'status': result.status, 'error': result.error}))
+result = sim.step(sim.initial_state(case['q'], q_ref=case['q_ref']), {'pads': case['cmd']})
+print(json.dumps({'distance': distance, 'status': result.status,
+                  'error': result.diagnostics.error}))
 """
 
 
@@ -152,5 +153,5 @@ def test_touching_boxes_never_raise(sim, kind):
             proximity_pairs(sim.model, tolerance)
         assert np.isfinite(sim.min_signed_distance(q))
         command = {'pads': rng.uniform(-0.2, 0.2, 3)}
-        result = sim.step(q, command)
-        assert result.status != 'error', (kind, trial, result.error)
+        result = sim.step(sim.initial_state(q), command)
+        assert result.status != 'error', (kind, trial, result.diagnostics.error)

@@ -356,14 +356,15 @@ def run_push_demo(args) -> int:
           f'({sim.scenario.source})')
     print(f"{'t [s]':>6} {'finger x':>9} {'box x':>8} {'box y':>8} {'box z':>8} "
           f"{'yaw [deg]':>9} {'contacts':>8} {'push [N]':>9} {'step [ms]':>9}")
-    times, min_phi, q_ref = [], np.inf, None
+    times, min_phi, state = [], np.inf, sim.initial_state(q)
     for k in range(steps):
-        result = sim.step(q, {'finger': [args.speed, 0.0, 0.0]}, q_ref=q_ref)
+        result = sim.step(state, {'finger': [args.speed, 0.0, 0.0]})
         if not result.success:
             print(f'step {k} failed: {result.status}; the state is kept.')
             return 1
-        q, q_ref = result.q_next, result.q_ref_next
-        times.append(result.step_time)
+        state = result.state_next
+        q = np.array(state.q)
+        times.append(result.diagnostics.step_time)
         min_phi = min(min_phi, sim.min_signed_distance(q))
         if k % max(1, steps // 10) == 0 or k == steps - 1:
             _print_row((k + 1) * h, sim, q, result)
@@ -385,7 +386,8 @@ def _print_row(t: float, sim: QuasistaticSimulator, q: np.ndarray, result: StepR
                if 'finger' in c.body_a and 'box' in c.body_b)
     x, y, z = box.translation()
     print(f'{t:6.2f} {sim.robot_positions(q, "finger")[0]:9.4f} {x:8.4f} {y:8.4f} {z:8.4f} '
-          f'{yaw:9.4f} {result.contact_set.n_c:8d} {push:9.3f} {result.step_time * 1e3:9.3f}')
+          f'{yaw:9.4f} {result.contact_set.n_c:8d} {push:9.3f} '
+          f'{result.diagnostics.step_time * 1e3:9.3f}')
 
 
 def _demo_summary(sim, q, box_start, times, min_phi, steps) -> dict:

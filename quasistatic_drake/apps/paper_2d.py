@@ -134,18 +134,18 @@ def run_drake(backend: str = "gurobi") -> Trajectory:
     q = sim.default_positions()                # [y_g, x_l, x_r, x_c, y_c]
     order = [3, 4, 1, 2, 0]                    # -> [x_c, y_c, x_l, x_r, y_g]
     qs, forces, times = [q[order]], [], []
-    q_ref = warm_start = None
+    state = sim.initial_state(q)
     for step in range(1, STEPS + 1):
         x_l_dot, x_r_dot, y_g_dot = command_eq29(step)
-        result = sim.step(q, {"gripper": [y_g_dot, x_l_dot, x_r_dot]}, q_ref=q_ref,
-                          warm_start=warm_start)
+        result = sim.step(state, {"gripper": [y_g_dot, x_l_dot, x_r_dot]})
         if not result.success:
             raise RuntimeError(f"step {step}: {result.status}")
-        q, q_ref, warm_start = result.q_next, result.q_ref_next, result.warm_start_next
+        state = result.state_next
+        q = np.array(state.q)
         qs.append(q[order])
         forces.append(sum(c.force_W[0] for c in result.contacts
                           if c.body_a == "gripper::left_finger"))
-        times.append(result.solve_time)
+        times.append(result.diagnostics.solve_time)
     qs = np.array(qs)
     return Trajectory(qs, np.array([phi_eq24(x) for x in qs]), np.array(forces),
                       np.array(times))

@@ -287,6 +287,7 @@ def drake_run(example: scenes.PlanarExample, scene: str, c: float,
     clock = scenes.authors_clock(example.h, example.steps)
     poses_o, poses_m, failed, first, status = [], [], 0, None, "solved"
     min_phi = sim.min_signed_distance(q)
+    state = sim.initial_state(q)
     for k in range(example.steps + 1):
         q_m = sim.robot_positions(q, "fingers")
         q_o = _planar_pose(sim, q, "disk")
@@ -294,15 +295,17 @@ def drake_run(example: scenes.PlanarExample, scene: str, c: float,
         poses_m.append(q_m)
         if k == example.steps:
             break
-        result = sim.step(q, {"fingers": example.command(q_o, q_m, clock[k])})
+        result = sim.step(state, {"fingers": example.command(q_o, q_m, clock[k])})
         if not result.success:
             failed += 1
             if first is None:
                 first, status = k, result.status
             if stop_at_failure:
                 break
-        q = result.q_next
-        min_phi = min(min_phi, result.min_phi_next) if result.success else min_phi
+        state = result.state_next
+        q = np.array(state.q)
+        min_phi = (min(min_phi, result.diagnostics.min_phi_next) if result.success
+                   else min_phi)
     return Run(np.array(poses_o), np.array(poses_m), failed, first, status, float(min_phi))
 
 

@@ -10,7 +10,7 @@ on, as there.  A step that raises ``SolverLimitExceeded`` (the problem is
 beyond the solver's licence) ends its rollout: that step's status is
 "solver limit", the rest are "not run" and keep q, and the message is kept
 in ``errors``; the other rollouts finish.  With gradients, each step's
-dq_next/dv_cmd (``StepResult.dq_next_dv_cmd``) is kept, NaN where a step
+dq_next/dv_cmd (``StepResult.gradients.dq_next_dv_cmd``) is kept, NaN where a step
 failed.
 """
 
@@ -63,15 +63,16 @@ def run_chunk(scenario: Scenario, inputs: BatchInputs, start: int,
     for i in range(n):
         q_ref = None if inputs.q_refs is None else inputs.q_refs[i]
         q[i, 0] = inputs.q0s[i]
-        steps = engine.rollout_steps(inputs.q0s[i], inputs.step_commands(i), q_ref=q_ref,
+        steps = engine.rollout_steps(engine.initial_state(inputs.q0s[i], q_ref=q_ref),
+                                     inputs.step_commands(i),
                                      gradients="commands" if gradients else False)
         k = 0
         try:
             for k, result in enumerate(steps):
                 q[i, k + 1] = result.q_next
                 status[i, k] = result.status
-                if gradients and result.dq_next_dv_cmd is not None:
-                    grads[i, k] = result.dq_next_dv_cmd
+                if gradients and result.gradients is not None:
+                    grads[i, k] = result.gradients.dq_next_dv_cmd
         except SolverLimitExceeded as err:
             k = int(np.sum(status[i] != NOT_RUN))
             status[i, k] = SOLVER_LIMIT

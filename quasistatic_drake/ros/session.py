@@ -107,8 +107,8 @@ class SimSession:
         q = self.plant.get_positions(self.plant_context)
         result = self.outcome().result
         joints = self.joints
-        v = (result.v[joints.state_v_idx] if result is not None and result.v is not None
-             else np.zeros(len(joints.state_names)))
+        v = None if result is None else result.diagnostics.v
+        v = v[joints.state_v_idx] if v is not None else np.zeros(len(joints.state_names))
         return JointSample(self.time, q[joints.state_q_idx], np.asarray(v, dtype=float))
 
     def body_poses(self) -> list[RigidTransform]:
