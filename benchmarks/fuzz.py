@@ -328,9 +328,15 @@ def _floats(values) -> list:
 
 
 def _state(step: int, q, q_ref, commands: dict, warm_start=None, **detail) -> dict:
-    """Return a reproducible state: what initial_state takes, and the commands."""
-    return {'step': step, 'q': _floats(q), 'q_ref': _floats(q_ref),
-            'warm_start': None if warm_start is None else _floats(warm_start),
+    """
+    Return a reproducible state: what initial_state takes, and the commands.
+
+    A MIP start (a sequence) is kept; the QP's contact memory is not: the
+    state is reproduced from q and q_ref, with the memory initial_state settles.
+    """
+    start = (_floats(warm_start) if isinstance(warm_start, (list, tuple, np.ndarray))
+             else None)
+    return {'step': step, 'q': _floats(q), 'q_ref': _floats(q_ref), 'warm_start': start,
             'commands': {k: _floats(v) for k, v in commands.items()}, **detail}
 
 

@@ -100,10 +100,10 @@ def push_drag(stiffness: float, steps: int = 15, changes: Optional[dict] = None)
         'robots': [{'name': 'finger', 'file': 'package://quasistatic_drake/urdf/finger.urdf',
                     'stiffness': [stiffness] * 3, 'initial_positions': [-0.08, 0.0, 0.05]}]},
         base_dir=CONFIG, source=f'finger push, K = {stiffness:g}'))
-    q, q_ref, fractions = sim.default_positions(), None, []
+    state, fractions = sim.initial_state(), []
     for _ in range(steps):
-        result = sim.step(sim.initial_state(q, q_ref=q_ref), {'finger': np.array([0.1, 0.0, 0.0])})
-        q, q_ref = result.q_next, result.state_next.q_ref
+        result = sim.step(state, {'finger': np.array([0.1, 0.0, 0.0])})
+        state = result.state_next
         fractions.append(net_force_fraction(sim, result, 'box'))
     return fractions
 
@@ -116,10 +116,7 @@ def measure() -> dict:
             shifts, turn, distance, results, name, sim = held_motion(make(h))
             creep[f'{label} h={h:g}'] = {
                 'largest_drift_m': np.abs(shifts).max(axis=0).tolist(),
-                'largest_turn_rad': turn, 'travelled_m': distance,
-                'corrected_steps': sum(getattr(r, 'slip_correction', None) is not None
-                                       for r in results),
-                'steps': len(results)}
+                'largest_turn_rad': turn, 'travelled_m': distance, 'steps': len(results)}
             if h == 0.1:
                 fractions = [net_force_fraction(sim, r, name) for r in results]
                 drag[label] = {'median': float(np.median(fractions)),
@@ -155,11 +152,10 @@ def main() -> None:
     for label, row in summary['creep'].items():
         print(f"{label:>18}: largest drift across axes "
               f"{', '.join(f'{1e6 * d:.3f}' for d in row['largest_drift_m'])} um, turn "
-              f"{row['largest_turn_rad']:.1e} rad, {row['corrected_steps']} of {row['steps']} "
-              "steps corrected")
+              f"{row['largest_turn_rad']:.1e} rad over {row['steps']} steps")
     for label, row in summary['drag_over_weight'].items():
-        print(f"{label:>18}: drag / weight median {100 * row['median']:.1f} %, "
-              f"max {100 * row['max']:.1f} %")
+        print(f"{label:>18}: drag / weight median {100 * row['median']:.2g} %, "
+              f"max {100 * row['max']:.2g} %")
     write_results(summary, args.json, args.png, lambda path: draw(summary, path))
 
 

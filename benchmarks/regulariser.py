@@ -1,24 +1,30 @@
 """
-The quasi-static regulariser: its drag, the stability it buys, and the cost of removing the drag.
+The quasi-static regulariser r: the drag it puts on a moving object, the yaw it decides, its cost.
 
-Issue 17, item 2.  In quasi-static mode the QP's Hessian keeps eps M_u,
-eps = r h^2 min(K) / lambda_max(M_u) (r = ``quasi_static_inertia_ratio``),
-and ``qp: {proximal_iterations: N}`` removes the drag eps M_u v / h it puts
-on moving objects (``formulations/proximal_drag.py``).  Per (r, N):
+In quasi-static mode the step's Hessian keeps eps M_u for the objects,
+eps = r h^2 min(K) / lambda_max(M_u) with r = ``quasi_static_inertia_ratio``
+(``formulations/qp.py``), only so that the velocities are unique; it resists
+every moving object with the force eps M_u v / h.  Since issue 30 r defaults
+to 1e-6 (it was 0.3).  The proximal iterates that removed that drag
+(``qp: {proximal_iterations: N}``) were removed in issue 30: with exact
+normal rows and the round friction cone they leave nothing to remove, so
+only r is swept here (``RATIOS``).  Per r:
 
-* drag: the net force on a moving object over its weight (largest), for the
-  arm demo's cylinder and a 28 g brick over their lift and carry, and for a
-  box pushed at 0.1 m/s by a finger of K = 1e3 and 1e5 N/m
-  (``grasp_creep.py``'s measures);
-* stability: the yaw of config/finger_push.yaml's box, pushed through its
-  centre by a point, after 5.5 s at h = 0.1 s (its centre then 5 cm before
-  the table's edge) and after 3 s at h = 0.02 s, and the growth per step of
-  the yaw over the run's second half (an unstable equilibrium that only the
-  regulariser holds in quasi-static mode: docs/robustness.md);
-* cost: the arm demo's whole pick-and-place rollout, wall time per step
-  (median of 3 runs).
+* drag: the net force on the moving object over its weight, for the box
+  of config/finger_push.yaml pushed at 0.1 m/s by a finger of K = 1e5 N/m,
+  over the steps once it slides (the 4th to the 15th; the largest and the
+  median; ``grasp_creep.push_drag``, the measure of
+  test/test_regulariser_drag.py);
+* yaw: the yaw [deg] of config/finger_push.yaml's box pushed through its
+  centre (the finger at [0.1, 0, 0]) after 3 s of simulated time, at
+  h = 0.1 s and h = 0.01 s (quasi-static mode, the scene's default round
+  cone): an unstable equilibrium that only the contacts and the regulariser
+  hold (docs/robustness.md);
+* cost: the thread CPU time (``time.thread_time``) per step of those two
+  runs, the median, and how many of their steps failed.
 
-    .venv/bin/python benchmarks/regulariser.py [--json FILE] [--png FILE]   # out/regulariser.*
+    .venv/bin/python benchmarks/regulariser.py [--json benchmarks/results/regulariser.json]
+        [--png benchmarks/results/regulariser.png]
 """
 
 import argparse
@@ -30,117 +36,105 @@ import numpy as np
 from pydrake.math import RollPitchYaw
 
 from quasistatic_drake import QuasistaticSimulator, Scenario
-from quasistatic_drake.apps.pick_and_place import plan_pick_and_place
 import grasp_creep
 from report import machine, write_results
 
 matplotlib.use('Agg')
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402  (after choosing the Agg backend)
 
-CONFIG = grasp_creep.CONFIG
-SETTINGS = ((0.1, 0), (0.1, 1), (0.1, 3), (0.2, 5), (0.3, 0), (0.3, 4), (0.3, 6))
-
-
-def changes(r: float, n: int) -> dict:
-    """Return the scenario keys of one setting."""
-    return {'quasi_static_inertia_ratio': r, 'qp': {'proximal_iterations': n}}
-
-
-def held_drag(base: dict, r: float, n: int) -> float:
-    """Return the largest drag over weight on the held object of an arm scene."""
-    scenario = Scenario.from_dict({**base, **changes(r, n)}, base_dir=CONFIG, source='arm')
-    _, _, _, results, name, sim = grasp_creep.held_motion(scenario)
-    return max(grasp_creep.net_force_fraction(sim, x, name) for x in results)
+RATIOS = (1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 0.3)   # 1e-6: the default
+DEFAULT_RATIO = 1e-6
+STIFFNESS = 1e5           # [N/m] the pushing finger's, for the drag
+SLIDES_FROM = 3           # the push's steps from which the box slides (grasp_creep, the test)
+DURATION = 3.0            # [s] simulated, of the centre push
+TIME_STEPS = (0.1, 0.01)  # [s]
+COMMAND = np.array([0.1, 0.0, 0.0])   # [m/s] the finger's, through the box's centre
 
 
-def push_drag(stiffness: float, r: float, n: int) -> float:
-    """Return the largest drag over weight on a box pushed at 0.1 m/s, once it slides."""
-    return max(grasp_creep.push_drag(stiffness, changes=changes(r, n))[3:])
+def drag(r: float) -> dict:
+    """Return the largest and the median drag over weight on the box pushed by the stiff finger."""
+    fractions = grasp_creep.push_drag(
+        STIFFNESS, changes={'quasi_static_inertia_ratio': r})[SLIDES_FROM:]
+    return {'max': float(np.max(fractions)), 'median': float(np.median(fractions))}
 
 
-def centre_push_yaw(h: float, duration: float, r: float, n: int) -> tuple[float, float]:
-    """Return the yaw [deg] after pushing through the centre, and its growth per step."""
-    sim = QuasistaticSimulator(Scenario.from_dict({
-        'include': 'finger_push.yaml', 'time_step': h, **changes(r, n)},
-        base_dir=CONFIG, source='centre push'))
-    q, q_ref, yaws = sim.default_positions(), None, []
-    for _ in range(round(duration / h)):
-        result = sim.step(sim.initial_state(q, q_ref=q_ref), {'finger': np.array([0.1, 0.0, 0.0])})
-        q, q_ref = result.q_next, result.state_next.q_ref
-        yaws.append(abs(RollPitchYaw(sim.object_pose(q, 'box').rotation()).yaw_angle()))
-    half = np.log(np.maximum(yaws[len(yaws) // 2:], 1e-300))
-    return float(np.degrees(yaws[-1])), float(np.exp((half[-1] - half[0]) / (len(half) - 1)))
-
-
-def arm_cost(r: float, n: int) -> float:
-    """Return the wall time per step [s] of the arm demo's rollout (median of 3)."""
+def centre_push(h: float, r: float) -> dict:
+    """Return the box's yaw [deg] after DURATION, the median CPU per step [s], the failures."""
     sim = QuasistaticSimulator(Scenario.from_dict(
-        {'include': 'arm_pick_place.yaml', **changes(r, n)}, base_dir=CONFIG, source='arm'))
-    plan, _, _ = plan_pick_and_place(sim)
-    commands = [plan.commands(k) for k in range(plan.steps)]
-    walls = []
-    for _ in range(3):
-        start = time.perf_counter()
-        sim.rollout(sim.initial_state(), commands)
-        walls.append((time.perf_counter() - start) / len(commands))
-    return float(np.median(walls))
+        {'include': 'finger_push.yaml', 'time_step': h, 'quasi_static_inertia_ratio': r},
+        base_dir=grasp_creep.CONFIG, source=f'centre push, h = {h:g}, r = {r:g}'))
+    state, cpu, failed = sim.initial_state(), [], 0
+    for _ in range(round(DURATION / h)):
+        start = time.thread_time()
+        result = sim.step(state, {'finger': COMMAND})
+        cpu.append(time.thread_time() - start)
+        failed += not result.success
+        state = result.state_next
+    yaw = RollPitchYaw(sim.object_pose(state.q, 'box').rotation()).yaw_angle()
+    x = sim.object_pose(state.q, 'box').translation()[0]
+    return {'yaw_deg': float(np.degrees(yaw)), 'cpu_per_step_s': float(np.median(cpu)),
+            'failed_steps': failed, 'steps': len(cpu), 'box_x_m': float(x)}
 
 
 def measure() -> dict:
-    """Return the figures per setting."""
-    brick = {'include': 'arm_base.yaml', 'objects': [{
-        'name': 'brick', 'file': str(grasp_creep.BRICK),
-        'initial_pose': {'xyz': [0.55, 0.0, 0.025], 'rpy': [0, 0, 0]}}]}
+    """Return the figures per r, printing each row as it comes."""
+    print(f"{'r':>8}{'drag max':>11}{'median':>10}" + ''.join(
+        f"{f'yaw h={h:g}':>14}{'ms/step':>9}" for h in TIME_STEPS) + f"{'failed':>8}")
     rows = []
-    for r, n in SETTINGS:
-        yaw_01, growth_01 = centre_push_yaw(0.1, 5.5, r, n)
-        yaw_002, growth_002 = centre_push_yaw(0.02, 3.0, r, n)
-        rows.append({
-            'r': r, 'proximal_iterations': n,
-            'drag_over_weight': {
-                'cylinder': held_drag({'include': 'arm_pick_place.yaml'}, r, n),
-                'brick': held_drag(brick, r, n),
-                'push K=1e3': push_drag(1e3, r, n), 'push K=1e5': push_drag(1e5, r, n)},
-            'centre_push_yaw_deg': {'h=0.1, 5.5 s': yaw_01, 'h=0.02, 3 s': yaw_002},
-            'centre_push_growth_per_step': {'h=0.1': growth_01, 'h=0.02': growth_002},
-            'arm_wall_per_step_s': arm_cost(r, n)})
+    for r in RATIOS:
+        runs = {f'h={h:g}': centre_push(h, r) for h in TIME_STEPS}
+        rows.append({'r': r, 'default': r == DEFAULT_RATIO, 'drag_over_weight': drag(r),
+                     'centre_push': runs})
         print(format_row(rows[-1]), flush=True)
-    return {'settings': rows, 'machine': machine()}
+    print('(drag: net force on the box over its weight, K = 1e5 N/m, 0.1 m/s, once it slides; '
+          f'yaw [deg] after {DURATION:g} s of the centre push; ms/step: median thread CPU; '
+          'failed: steps of the two centre pushes)')
+    return {'ratios': rows, 'stiffness_N_per_m': STIFFNESS, 'duration_s': DURATION,
+            'machine': machine()}
 
 
 def format_row(row: dict) -> str:
-    """Return one printed line."""
-    drag = ' '.join(f'{k} {100 * v:7.3f}%' for k, v in row['drag_over_weight'].items())
-    yaw = list(row['centre_push_yaw_deg'].values())
-    growth = list(row['centre_push_growth_per_step'].values())
-    return (f"r {row['r']:.1f} N {row['proximal_iterations']}: drag {drag} | yaw h=0.1 "
-            f"{yaw[0]:.1e} deg (x{growth[0]:.2f}/step), h=0.02 "
-            f"{yaw[1]:.1f} deg (x{growth[1]:.2f}/step) | arm "
-            f"{1e3 * row['arm_wall_per_step_s']:.2f} ms/step")
+    """Return one printed line of the table."""
+    drag_row, runs = row['drag_over_weight'], row['centre_push'].values()
+    return (f"{row['r']:8.0e}{100 * drag_row['max']:10.2e}%{100 * drag_row['median']:9.2e}%"
+            + ''.join(f"{run['yaw_deg']:14.2e}{1e3 * run['cpu_per_step_s']:9.3f}"
+                      for run in runs)
+            + f"{sum(run['failed_steps'] for run in runs):8d}"
+            + ('   (default)' if row['default'] else ''))
 
 
 def draw(summary: dict, path: Path) -> None:
-    """Plot the stiff push's drag against the arm's cost, one point per setting."""
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for row in summary['settings']:
-        x = 1e3 * row['arm_wall_per_step_s']
-        y = 100 * max(row['drag_over_weight'].values())
-        ax.scatter(x, y, color='tab:blue')
-        ax.annotate(f"r={row['r']:g}, N={row['proximal_iterations']}", (x, y), fontsize=8)
-    ax.axhline(1.0, color='tab:red', label='goal: 1 % of the weight')
-    ax.set_yscale('log')
-    ax.set_xlabel('arm demo: wall time per step [ms]')
-    ax.set_ylabel('largest drag over weight [%]')
-    ax.legend()
+    """Plot the drag, the yaw and the CPU per step against r."""
+    rows = summary['ratios']
+    r = [row['r'] for row in rows]
+    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(13, 4))
+    left.loglog(r, [100 * row['drag_over_weight']['max'] for row in rows], 'o-',
+                label='largest')
+    left.loglog(r, [100 * row['drag_over_weight']['median'] for row in rows], 's--',
+                label='median')
+    left.axhline(1.0, color='tab:red', linestyle=':', label='test limit: 1 %')
+    left.set_ylabel('drag over weight [%] (K = 1e5 N/m, 0.1 m/s)')
+    for h in TIME_STEPS:
+        runs = [row['centre_push'][f'h={h:g}'] for row in rows]
+        middle.loglog(r, [max(abs(run['yaw_deg']), 1e-15) for run in runs], 'o-',
+                      label=f'h = {h:g} s')
+        right.semilogx(r, [1e3 * run['cpu_per_step_s'] for run in runs], 'o-',
+                       label=f'h = {h:g} s')
+    middle.set_ylabel(f'|yaw| after {DURATION:g} s of the centre push [deg] (0 at 1e-15)')
+    right.set_ylabel('thread CPU per step, median [ms]')
+    for ax in (left, middle, right):
+        ax.axvline(DEFAULT_RATIO, color='grey', linestyle=':')
+        ax.set_xlabel('r = quasi_static_inertia_ratio (dotted: the default)')
+        ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
 
 
 def main() -> None:
     """Measure, print and write the figures."""
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[1])
-    parser.add_argument('--json', type=Path, default=Path('out/regulariser.json'))
-    parser.add_argument('--png', type=Path, default=Path('out/regulariser.png'))
+    parser = argparse.ArgumentParser(description=__doc__.strip().split('\n')[0])
+    parser.add_argument('--json', type=Path, default=Path('benchmarks/results/regulariser.json'))
+    parser.add_argument('--png', type=Path, default=Path('benchmarks/results/regulariser.png'))
     args = parser.parse_args()
     summary = measure()
     write_results(summary, args.json, args.png, lambda path: draw(summary, path))

@@ -167,6 +167,11 @@ class Plan:
     shot: Shot
 
 
+# scipy's forward differences step by FD_STEP |theta|: above the step's round-off (a solve is
+# exact to about 1e-11 m; its default step, sqrt(eps) |theta|, is 1.5e-8 relative)
+FD_STEP = 1e-6
+
+
 def solve_bvp(sim, q0: np.ndarray, robots: Sequence[str], commands: Commands,
               terminal: Callable[[np.ndarray], np.ndarray], theta0: np.ndarray,
               bounds=(-np.inf, np.inf), free_initial: Sequence[int] = (),
@@ -199,7 +204,8 @@ def solve_bvp(sim, q0: np.ndarray, robots: Sequence[str], commands: Commands,
 
     answer = least_squares(residual, np.asarray(theta0, float),
                            jac="2-point" if finite_differences else jacobian, bounds=bounds,
-                           method="trf", xtol=tolerance, ftol=tolerance, gtol=tolerance)
+                           method="trf", xtol=tolerance, ftol=tolerance, gtol=tolerance,
+                           diff_step=FD_STEP if finite_differences else None)
     return Plan(theta=answer.x, residual=answer.fun, iterations=int(answer.nfev),
                 method="trf, " + ("finite differences" if finite_differences
                                   else "step gradients"),

@@ -16,7 +16,8 @@ This module imports neither Drake nor ROS.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Optional
 
 import numba
 import numpy as np
@@ -36,6 +37,14 @@ class ContactSet:
     point_B_W: np.ndarray    # (n_c, 3) contact point on B
     body_a: tuple[str, ...]  # body names, scoped as "model::body"
     body_b: tuple[str, ...]
+    # Where each contact sits on its two geometries, for recognising it in the next step
+    # (the QP's lagged friction, formulations/contact_memory.py): the geometries'
+    # indices, and the contact points in each geometry's own frame.  None in sets built
+    # by hand (such contacts are new every step).
+    geometry_a: Optional[np.ndarray] = None   # (n_c,) int
+    geometry_b: Optional[np.ndarray] = None
+    local_a: Optional[np.ndarray] = None      # (n_c, 3) point_A in geometry A's frame
+    local_b: Optional[np.ndarray] = None      # (n_c, 3) point_B in geometry B's frame
 
     @property
     def n_c(self) -> int:
@@ -56,7 +65,9 @@ class ContactSet:
                           tangents_W=self.tangents_W[keep], point_A_W=self.point_A_W[keep],
                           point_B_W=self.point_B_W[keep],
                           body_a=tuple(self.body_a[i] for i in keep),
-                          body_b=tuple(self.body_b[i] for i in keep))
+                          body_b=tuple(self.body_b[i] for i in keep),
+                          **{name: None if getattr(self, name) is None
+                             else getattr(self, name)[keep] for name in _PLACES})
 
     def joined(self, other: "ContactSet") -> "ContactSet":
         """Return this set's contacts followed by ``other``'s (the same n_v and n_d)."""
@@ -68,7 +79,22 @@ class ContactSet:
                           tangents_W=np.concatenate([self.tangents_W, other.tangents_W]),
                           point_A_W=np.vstack([self.point_A_W, other.point_A_W]),
                           point_B_W=np.vstack([self.point_B_W, other.point_B_W]),
-                          body_a=self.body_a + other.body_a, body_b=self.body_b + other.body_b)
+                          body_a=self.body_a + other.body_a, body_b=self.body_b + other.body_b,
+                          **{name: _joined_places(getattr(self, name), getattr(other, name),
+                                                  self.n_c, other.n_c, name)
+                             for name in _PLACES})
+
+    def pair_keys(self) -> list:
+        """Return each contact's geometry pair, (lower index, higher index)."""
+        pairs = zip(self.geometry_a.tolist(), self.geometry_b.tolist())
+        return [(min(a, b), max(a, b)) for a, b in pairs]
+
+    def offset(self, offsets: dict) -> "ContactSet":
+        """Return the contacts with each geometry pair's gaps shifted by ``offsets`` [m]."""
+        if not offsets or not self.n_c or self.geometry_a is None:
+            return self
+        shift = np.array([offsets.get(key, 0.0) for key in self.pair_keys()])
+        return replace(self, phi=self.phi + shift) if np.any(shift) else self
 
     @staticmethod
     def empty(n_v: int, n_d: int) -> "ContactSet":
@@ -77,6 +103,24 @@ class ContactSet:
                           mu=np.zeros(0), normal_W=np.zeros((0, 3)),
                           tangents_W=np.zeros((0, n_d, 3)), point_A_W=np.zeros((0, 3)),
                           point_B_W=np.zeros((0, 3)), body_a=(), body_b=())
+
+
+_PLACES = ("geometry_a", "geometry_b", "local_a", "local_b")
+
+
+def _joined_places(mine, theirs, n_mine: int, n_theirs: int, name: str):
+    """Return two sets' place arrays joined (None only if both are None; else -1 / NaN fill)."""
+    if mine is None and theirs is None:
+        return None
+    return np.concatenate([_place_or_unknown(mine, n_mine, name),
+                           _place_or_unknown(theirs, n_theirs, name)])
+
+
+def _place_or_unknown(array, n: int, name: str) -> np.ndarray:
+    """Return ``array``, or n unknown places (-1 geometries, NaN points) when it is None."""
+    if array is not None:
+        return array
+    return np.full((n, 3), np.nan) if name.startswith("local") else np.full(n, -1, np.int64)
 
 
 @numba.njit(cache=True)

@@ -170,6 +170,8 @@ class _Layout:
     mu: np.ndarray              # per pair, combined by Drake's rule
     name_A: np.ndarray          # per pair, "model::body"
     name_B: np.ndarray
+    geometry_A: np.ndarray      # per pair, GeometryInfo.index
+    geometry_B: np.ndarray
 
 
 _LAYOUT_CACHE_SIZE = 256
@@ -213,10 +215,14 @@ class ContactDetector:
                     else planar_tangents(normal, plane))
         J_n, J_f = contact_jacobians(p_A, p_B, normal, tangents, layout.body_A[pair],
                                      layout.body_B[pair], J_w, J_v, origins)
+        slot_A, slot_B = layout.slot_A[pair], layout.slot_B[pair]
         return ContactSet(
             phi=phi, J_n=J_n, J_f=J_f, mu=layout.mu[pair], normal_W=normal,
             tangents_W=tangents, point_A_W=p_A, point_B_W=p_B,
-            body_a=tuple(layout.name_A[pair]), body_b=tuple(layout.name_B[pair]))
+            body_a=tuple(layout.name_A[pair]), body_b=tuple(layout.name_B[pair]),
+            geometry_a=layout.geometry_A[pair], geometry_b=layout.geometry_B[pair],
+            local_a=np.einsum("kji,kj->ki", R[slot_A], p_A - o[slot_A]),
+            local_b=np.einsum("kji,kj->ki", R[slot_B], p_B - o[slot_B]))
 
     def _geometry_poses(self, layout: _Layout) -> tuple[np.ndarray, np.ndarray]:
         """Return R (k x 3 x 3) and o (k x 3) of the layout's geometries in the world."""
@@ -261,7 +267,9 @@ class ContactDetector:
             body_B=np.array([slot_of_body.get(g.body_index, -1) for g in info_B], np.int64),
             mu=np.array([combine_friction(a.mu, b.mu) for a, b in zip(info_A, info_B)]),
             name_A=np.array([g.body_name for g in info_A], dtype=object),
-            name_B=np.array([g.body_name for g in info_B], dtype=object))
+            name_B=np.array([g.body_name for g in info_B], dtype=object),
+            geometry_A=np.array([g.index for g in info_A], dtype=np.int64),
+            geometry_B=np.array([g.index for g in info_B], dtype=np.int64))
 
     def _plan(self, id_a, id_b) -> _PairPlan:
         geometries = self.model.geometries

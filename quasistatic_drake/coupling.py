@@ -108,7 +108,6 @@ class CoupledFormulation:
     gives_gradients = property(lambda self: self.inner.gives_gradients)
     checks_one_sided_by_solving = property(lambda self: self.inner.checks_one_sided_by_solving)
     gradients_fix = property(lambda self: self.inner.gradients_fix)
-    keeps_contacts_stuck = property(lambda self: self.inner.keeps_contacts_stuck)
 
     def contacts(self, contacts: ContactSet) -> ContactSet:
         """Return the contacts the inner formulation takes."""
@@ -136,7 +135,8 @@ class CoupledFormulation:
         c = self.coupling
         lower, upper = c.bounds(problem.v_lower, problem.v_upper)
         return (replace(problem, v_lower=lower, v_upper=upper, J_w=c.columns(problem.J_w),
-                        J_v=c.columns(problem.J_v)),
+                        J_v=c.columns(problem.J_v),
+                        tau_ext=None if problem.tau_ext is None else problem.tau_ext[c.kept]),
                 replace(contacts, J_n=c.columns(contacts.J_n), J_f=c.columns(contacts.J_f)))
 
     def recovers_from(self, solution: StepSolution) -> bool:
@@ -155,3 +155,20 @@ class CoupledFormulation:
     def checked_warm_start(self, warm_start: Any) -> Any:
         """Return the inner formulation's check."""
         return self.inner.checked_warm_start(warm_start)
+
+    def linearisation_velocity(self, warm_start: Any):
+        """Return the inner formulation's, as v = T w."""
+        w = self.inner.linearisation_velocity(warm_start)
+        return None if w is None else self.coupling.expand(w)
+
+    def gap_offsets(self, warm_start: Any) -> dict:
+        """Return the inner formulation's."""
+        return self.inner.gap_offsets(warm_start)
+
+    def with_gap_offsets(self, warm_start: Any, offsets: dict) -> Any:
+        """Return the inner formulation's."""
+        return self.inner.with_gap_offsets(warm_start, offsets)
+
+    def settled_warm_start(self, problem: StepProblem, contacts: ContactSet) -> Any:
+        """Return the inner formulation's, in w."""
+        return self.inner.settled_warm_start(*self._reduced(problem, contacts))

@@ -501,6 +501,28 @@ def _curved_distance(field_kind, params, p0, dp, t, grad):
 
 
 @numba.njit(cache=True)
+def _nearest_the_axis(field_kind, params, p0, dp, t_search):
+    """
+    Return where along the edge p0 + t dp its distance to the curved field is least.
+
+    The golden-section search places it to about 1e-7 of the edge's length,
+    which tilts a long edge's normal by microradians (a cylinder lying across
+    a 1.2 m table's edge rolled on it); where the side decides the distance,
+    the least is exactly where the edge passes nearest the axis: a capsule's
+    always, a cylinder's when its side term there is at least its caps' term.
+    """
+    axis0 = np.array([0.0, 0.0, -params[4]])
+    axis1 = np.array([0.0, 0.0, params[4]])
+    _, t, _ = _segment_params(p0, p0 + dp, axis0, axis1)
+    if field_kind != CYLINDER:
+        return t
+    x, y, z = p0[0] + t * dp[0], p0[1] + t * dp[1], p0[2] + t * dp[2]
+    if math.sqrt(x * x + y * y) - params[3] >= abs(z) - params[4]:
+        return t
+    return t_search
+
+
+@numba.njit(cache=True)
 def _test_edge_on_curve(R_F, o_F, edge_G, R_S, o_S, field_kind, field_params, prefer, depth,
                         a_is_feature, k, tolerance, work, phi, p_A, p_B, normal, pair, count):
     """
@@ -539,7 +561,7 @@ def _test_edge_on_curve(R_F, o_F, edge_G, R_S, o_S, field_kind, field_params, pr
             lo, a, f_a = a, b, f_b
             b = lo + GOLDEN * (hi - lo)
             f_b = _curved_distance(field_kind, field_params, p0, dp, b, grad)
-    t = 0.5 * (lo + hi)
+    t = _nearest_the_axis(field_kind, field_params, p0, dp, 0.5 * (lo + hi))
     if t < 1e-6 or t > 1.0 - 1e-6:
         return count
     local = p0 + t * dp
@@ -608,7 +630,14 @@ def _rim_extremes(R_F, towards_W, params, out):
 @numba.njit(cache=True)
 def _add_closest_points(R, o, pair_A, pair_B, has_closest, closest_phi, closest_A,
                         closest_B, pair_normal, phi, p_A, p_B, normal, pair, count):
-    """Append each pair's Drake closest point (given in A's and B's frames) where needed."""
+    """
+    Append each pair's Drake closest point (given in A's and B's frames) where needed.
+
+    Where fewer than three feature points share its phi and normal; a
+    penetrating pair's only where none does: Drake's witnesses of a
+    penetration need not lie where the depth is (a box sunk 3 mm by one edge
+    into a slab had them under its centre).
+    """
     on_face = np.zeros(has_closest.shape[0], dtype=np.int64)
     for i in range(count):
         j = pair[i]
@@ -617,7 +646,7 @@ def _add_closest_points(R, o, pair_A, pair_B, has_closest, closest_phi, closest_
                 + normal[i, 2] * pair_normal[j, 2] > MERGE_COS):
             on_face[j] += 1
     for j in range(has_closest.shape[0]):
-        if has_closest[j] and on_face[j] < 3:
+        if has_closest[j] and (on_face[j] == 0 or (closest_phi[j] >= 0.0 and on_face[j] < 3)):
             phi[count], pair[count] = closest_phi[j], j
             p_A[count] = R[pair_A[j]] @ closest_A[j] + o[pair_A[j]]
             p_B[count] = R[pair_B[j]] @ closest_B[j] + o[pair_B[j]]

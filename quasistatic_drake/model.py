@@ -172,6 +172,7 @@ class QuasistaticModel:
                                     for info in self.geometries.values() if info.moves}
         self._jacobians = None
         self.quaternion_starts = self._quaternion_starts()
+        self.floating_starts = self._floating_starts()
         # friction_directions: 2 only: the normal of the plane the objects move in
         self.motion_plane_normal = self._motion_plane_normal()
         self.q_default = self.plant.GetPositions(self.plant_context).copy()
@@ -670,6 +671,14 @@ class QuasistaticModel:
         scenario = self.scenario
         return _by_name((*scenario.robots, *scenario.objects, *scenario.environment),
                         name, "model")
+
+    def _floating_starts(self) -> np.ndarray:
+        """Return (position start, velocity start) of each quaternion floating joint."""
+        starts = [(self.plant.get_joint(j).position_start(),
+                   self.plant.get_joint(j).velocity_start())
+                  for j in self.plant.GetJointIndices()
+                  if self.plant.get_joint(j).type_name() == "quaternion_floating"]
+        return np.array(starts, dtype=int).reshape(-1, 2)
 
     def _quaternion_starts(self) -> np.ndarray:
         starts = [self.plant.get_joint(j).position_start()

@@ -12,8 +12,8 @@ MultibodyPlant user finds vectors where they expect them:
 * discrete group 2, ``v_a``: the robots' joint velocities (zero at first and
   after ``set_positions``), which the step takes and returns under the
   scenario's ``robot_inertia``; without it they stay zero;
-* an abstract warm start (None at first and after ``set_positions``; the
-  MIQP's MIP start);
+* an abstract warm start (``initial_state``'s at first and after
+  ``set_positions``: the QP's contact memory, the MIQP's MIP start);
 * an abstract :class:`StepOutcome`: what the last step reported (status,
   contacts, timing), for the status and contact-results output ports.
 
@@ -115,7 +115,8 @@ class QuasistaticPlant(LeafSystem):
         self.scenario = self.engine.scenario
         self.time_step = self.scenario.time_step
         model = self.engine.model
-        q0 = self.engine.default_positions()
+        start = self.engine.initial_state()
+        q0 = np.array(start.q)
         self._robot_q_idx = np.concatenate(
             [r.q_idx for r in model.robots]).astype(int) if model.robots else np.zeros(0, int)
         self._q_index = self.DeclareDiscreteState(q0)
@@ -123,8 +124,9 @@ class QuasistaticPlant(LeafSystem):
         self._v_a_index = self.DeclareDiscreteState(np.zeros(len(self._robot_q_idx)))
         self._outcome_index = self.DeclareAbstractState(
             AbstractValue.Make(self._initial_outcome(q0)))
-        # the formulation's warm start for the next step (None: none; the QP takes none)
-        self._warm_start_index = self.DeclareAbstractState(Value[object](None))
+        # the formulation's warm start for the next step (the QP's contact memory, the
+        # MIQP's MIP start; None: none): at first, initial_state()'s
+        self._warm_start_index = self.DeclareAbstractState(Value[object](start.warm_start))
         self._command_ports = {r.name: self.DeclareVectorInputPort(
             f"{r.name}_velocity_command", len(r.joint_names)) for r in model.robots}
         self._position_ports = {r.name: self.DeclareVectorInputPort(

@@ -68,8 +68,8 @@ class StepDiagnostics:
     signed distance at q_next; ``recovery_fraction``: the fraction of each
     penetration worked off (1: all; ``recovery_dropped`` when less);
     ``reference_limited``: the reference was held within
-    ``max_reference_lead`` of the joints; ``iterations``: the solves the
-    step took.
+    ``max_reference_lead`` of the joints; ``iterations``: the step's
+    linearisations (step_loop.py: one where nothing turns far or moves fast).
     """
 
     v: Optional[np.ndarray] = None
@@ -81,9 +81,6 @@ class StepDiagnostics:
     recovery_fraction: float = 1.0
     reference_limited: bool = False
     iterations: int = 1
-    resolves: int = 0
-    rotation_limited: bool = False
-    slip_correction: Optional[np.ndarray] = None
 
     @property
     def recovery_dropped(self) -> bool:

@@ -185,8 +185,9 @@ class Scenario:
     gravity: np.ndarray = setting(check=vector(3), factory=lambda: np.array([0.0, 0.0, -9.81]))
     default_friction: float = setting(0.5, number(nonnegative=True),
                                       "mu of collision geometry whose file gives none")
-    quasi_static_inertia_ratio: float = setting(0.3, number(positive=True),
-                                                "r of the QP's eps M_u")
+    quasi_static_inertia_ratio: float = setting(
+        1e-6, number(positive=True),
+        "r of the QP's regulariser eps M_u in quasi-static mode (velocities unique)")
     packages: Mapping[str, str] = setting(
         check=mapping_of(text("a directory path"), "a package name"), factory=dict,
         doc="package:// roots {name: directory}, relative to the scenario")

@@ -153,6 +153,15 @@ def flag() -> Check:
     return check
 
 
+def removed(reason: str) -> Check:
+    """Refuse a key that is no longer read, saying why and what to do instead (None: absent)."""
+    def check(value: Any, where: str) -> Any:
+        if value is None:
+            return None
+        raise ValueError(f"this key was removed: {reason}")
+    return check
+
+
 def one_of(*choices: str, what: str = "value") -> Check:
     """Check one of ``choices``."""
     def check(value: Any, where: str) -> str:

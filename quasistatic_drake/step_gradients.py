@@ -50,7 +50,7 @@ from quasistatic_drake.contact import ContactSet
 from quasistatic_drake.contact_detection import proximity_pairs
 
 DELTA_Q = 1e-6          # [m, rad, quaternion units] the central differences of the data in q
-DELTA_COMMAND = 1e-3    # the commands enter linearly: any step is exact
+DELTA_COMMAND = 1e-6    # the commands enter Q, b and the trust region: central differences
 
 
 GRADIENT_MODES = (False, True, "commands")
@@ -67,97 +67,198 @@ class StepGradients:
 
 
 def step_gradients(sim, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, tau_ext,
-                   problem, contacts: ContactSet, attempt, tolerance: float,
-                   with_q: bool = True, loaded: Optional[np.ndarray] = None,
-                   slip: Optional[np.ndarray] = None) -> StepGradients:
+                   iterates: list, with_q: bool = True, warm_start=None) -> StepGradients:
     """
-    Return the gradients of a solved step of ``sim``; ``with_q`` False: no dq_next/dq.
+    Return the gradients of a solved step of ``sim`` (a StepLoop); ``with_q`` False: none in q.
 
-    ``slip``: the step's correction Delta for its ``loaded`` contacts
-    (``sticking.py``), or None; q_next integrates v' + Delta.
+    ``iterates`` are the step's iterates that led to its result, the first
+    first (``step_loop.chain``): each is the formulation's solution at the
+    step's one linearisation with its rows' gaps offset by what the iterate
+    before it missed, and the offsets are functions of that iterate's motion.
+    The chain rule runs along them (module docstring, "Iterates").
     """
-    dv_dq, broken = None, False
-    if with_q:
-        dv_dq, broken, sides = _solution_derivative_in_q(sim, q, q_ref, v_bar, tau_ext,
-                                                         problem, contacts, attempt, tolerance)
-    commands = []
-    for field in ("v_cmd", "q_ref"):
-        base = getattr(problem, field)
-        commands.extend(((replace(problem, **{field: base + DELTA_COMMAND * e}), contacts),
-                         (replace(problem, **{field: base - DELTA_COMMAND * e}), contacts))
-                        for e in np.eye(len(base)))
-    dv_dcmd, one_sided = sim.formulation.solution_derivative(
-        problem, contacts, attempt.solution, commands, DELTA_COMMAND)
-    one_sided = per_column(one_sided, len(commands))
-    if one_sided.any() and sim.formulation.checks_one_sided_by_solving:
-        dv_dcmd, one_sided = sides_compared(sim.formulation, attempt.solution.v, commands,
-                                            DELTA_COMMAND, dv_dcmd, one_sided)
-    v = attempt.solution.v
-    if slip is not None:
-        here = (q, problem, contacts)
-        dv_dcmd = dv_dcmd + _slip_derivative(sim, v, loaded, dv_dcmd,
-                                             [(here, here)] * len(commands))
-        if with_q:
-            dv_dq = dv_dq + _slip_derivative(
-                sim, v, loaded, dv_dq, [((q + DELTA_Q * e, *plus), (q - DELTA_Q * e, *minus))
-                                        for e, (plus, minus) in zip(np.eye(len(q)), sides)])
-        v = v + slip
+    positions = (_position_changes(sim, q, q_ref, v_bar, tau_ext, iterates)
+                 if with_q else None)
+    d_cmd, d_q = None, None
+    one_sided = False
+    for k, iterate in enumerate(iterates):
+        pairs = sorted(iterate.offsets)
+        commands = _command_changes(iterate.problem, without_offsets(iterate))
+        if k == 0:                          # the lagged offsets: constants
+            d_cmd = np.zeros((len(pairs), len(commands.columns)))
+            d_q = None if positions is None else np.zeros((len(pairs), len(q)))
+        dv_cmd, flag = _iterate_derivative(sim, iterate, commands, pairs, d_cmd,
+                                           DELTA_COMMAND, warm_start)
+        one_sided = one_sided or flag
+        dv_q = None
+        if positions is not None:
+            dv_q, flag = _iterate_derivative(sim, iterate, positions[iterate.tolerance], pairs,
+                                             d_q, DELTA_Q, warm_start)
+            one_sided = one_sided or flag
+        if k + 1 < len(iterates):
+            following = sorted(iterates[k + 1].offsets)
+            d_cmd = _offset_derivative(sim, q, iterate, pairs, following, d_cmd, dv_cmd, None)
+            if positions is not None:
+                d_q = _offset_derivative(sim, q, iterate, pairs, following, d_q, dv_q,
+                                         positions[iterate.tolerance])
+    v = iterates[-1].attempt.solution.v
     dI_dq, dI_dv = _integration_jacobians(sim, q, v, with_q)
     n_a = len(v_bar)
-    return StepGradients(dq_next_dq=None if dv_dq is None else dI_dq + dI_dv @ dv_dq,
-                         dq_next_dv_cmd=dI_dv @ dv_dcmd[:, :n_a],
-                         dq_next_dq_ref=dI_dv @ dv_dcmd[:, n_a:],
-                         degenerate=bool(np.any(broken) or one_sided.any()))
+    return StepGradients(dq_next_dq=None if dv_q is None else dI_dq + dI_dv @ dv_q,
+                         dq_next_dv_cmd=dI_dv @ dv_cmd[:, :n_a],
+                         dq_next_dq_ref=dI_dv @ dv_cmd[:, n_a:],
+                         degenerate=bool(one_sided))
 
 
-def _solution_derivative_in_q(sim, q, q_ref, v_bar, tau_ext, problem, contacts: ContactSet,
-                              attempt, tolerance: float) -> tuple[np.ndarray, np.ndarray, list]:
+@dataclass(frozen=True)
+class Changes:
     """
-    Return dv'/dq from the data at q +- DELTA_Q e_i, whether it is one-sided, and the data.
+    The step's data at theta_j +- delta, per parameter theta_j.
 
-    The formulation's derivative on the matched contacts; if that is
+    ``columns``: ((problem, contacts), (problem, contacts)) with the contacts
+    matched to the step's (in their order); ``raw``: as the detector found
+    them (for solving again); ``unmatched``: the columns where a contact
+    that matters came or went (their columns hold the step's own data).
+    """
+
+    columns: list
+    raw: list
+    unmatched: np.ndarray
+
+
+def without_offsets(iterate) -> ContactSet:
+    """Return an iterate's contacts as detected (its offsets taken back)."""
+    return iterate.contacts.offset({key: -c for key, c in iterate.offsets.items()})
+
+
+def _command_changes(problem, contacts: ContactSet) -> Changes:
+    """Return the step's data at v_cmd +- DELTA_COMMAND e_i, then at q_ref +- it."""
+    columns = []
+    for field in ("v_cmd", "q_ref"):
+        base = getattr(problem, field)
+        columns.extend(((replace(problem, **{field: base + DELTA_COMMAND * e}), contacts),
+                        (replace(problem, **{field: base - DELTA_COMMAND * e}), contacts))
+                       for e in np.eye(len(base)))
+    return Changes(columns, columns, np.zeros(len(columns), dtype=bool))
+
+
+def _position_changes(sim, q, q_ref, v_bar, tau_ext, iterates: list) -> dict:
+    """Return {tolerance: Changes at q +- DELTA_Q e_i} for each tolerance the iterates used."""
+    first = iterates[0]
+    out = {}
+    for iterate in iterates:
+        if iterate.tolerance in out:
+            continue
+        base = without_offsets(iterate)
+        far = far_apart(base, iterate.attempt.solution.v, sim.h)
+        columns, raw, unmatched = [], [], np.zeros(len(q), dtype=bool)
+        for i, e in enumerate(np.eye(len(q))):
+            ends = [_data_at(sim, q + sign * DELTA_Q * e, q_ref, v_bar, tau_ext,
+                             iterate.attempt.solution.v, iterate.tolerance, base, far,
+                             first.v_lin) for sign in (1.0, -1.0)]
+            raw.append(tuple((problem_at, found) for problem_at, _, found in ends))
+            if any(same is None for _, same, _ in ends):
+                unmatched[i] = True
+                columns.append(((first.problem, base), (first.problem, base)))
+            else:
+                columns.append(tuple((problem_at, same) for problem_at, same, _ in ends))
+        out[iterate.tolerance] = Changes(columns, raw, unmatched)
+    return out
+
+
+def _iterate_derivative(sim, iterate, changes: Changes, pairs: list, d_offsets: np.ndarray,
+                        delta: float, warm_start) -> tuple[np.ndarray, bool]:
+    """
+    Return dv'/dtheta of one iterate, with its offsets' own derivatives (``d_offsets``).
+
+    The formulation differentiates the iterate's solution in each parameter
+    (its data from ``changes``, with this iterate's offsets and trust
+    region) and in each offset; dv' = A + B d_offsets.  Where that is
     one-sided, the sides are compared by solving again (``sides_compared``).
-    The data per column are ((problem, contacts) at q + DELTA_Q e_i, at q - DELTA_Q e_i),
-    the contacts matched to the step's (the step's own where they do not match).
     """
-    changes, found, unmatched = [], [], np.zeros(len(q), dtype=bool)
-    far = far_apart(contacts, attempt.solution.v, sim.h)
-    for i, e in enumerate(np.eye(len(q))):
-        ends = [_data_at(sim, q + sign * DELTA_Q * e, q_ref, v_bar, tau_ext, attempt,
-                         tolerance, contacts, far) for sign in (1.0, -1.0)]
-        found.append(tuple((problem_at, raw) for problem_at, _, raw in ends))
-        if any(same is None for _, same, _ in ends):     # no derivative in this direction
-            unmatched[i] = True
-            changes.append(((problem, contacts), (problem, contacts)))
-        else:
-            changes.append(tuple((problem_at, same) for problem_at, same, _ in ends))
-    dv_dq, broken = sim.formulation.solution_derivative(
-        problem, contacts, attempt.solution, changes, DELTA_Q)
-    one_sided = per_column(broken, len(q)) | unmatched
+    contacts, problem = iterate.contacts, iterate.problem
+
+    def at(column):
+        return tuple((replace(p, trust=problem.trust), c.offset(iterate.offsets))
+                     for p, c in column)
+    columns = [at(column) for column in changes.columns]
+    keys = contacts.pair_keys() if pairs else []
+    for pair in pairs:
+        rows = np.array([key == pair for key in keys], dtype=float)
+        columns.append(((problem, replace(contacts, phi=contacts.phi + delta * rows)),
+                        (problem, replace(contacts, phi=contacts.phi - delta * rows))))
+    solution = iterate.attempt.solution
+    derivative, one_sided = sim.formulation.solution_derivative(problem, contacts, solution,
+                                                                columns, delta)
+    k = len(changes.columns)
+    one_sided = per_column(one_sided, len(columns))
+    one_sided[:k] |= changes.unmatched
     if one_sided.any() and sim.formulation.checks_one_sided_by_solving:
-        dv_dq, one_sided = sides_compared(sim.formulation, attempt.solution.v, found, DELTA_Q,
-                                          dv_dq, one_sided)
-    return dv_dq, one_sided, changes
+        raw = [at(changes.raw[j]) if changes.unmatched[j] else columns[j] for j in range(k)]
+        raw += columns[k:]
+        derivative, one_sided = sides_compared(sim.formulation, solution.v, raw, delta,
+                                               derivative, one_sided, warm_start)
+    dv = derivative[:, :k]
+    if pairs:
+        dv = dv + derivative[:, k:] @ d_offsets
+    return dv, bool(one_sided.any())
 
 
-def _slip_derivative(sim, v: np.ndarray, loaded: np.ndarray, dv: np.ndarray,
-                     ends: list) -> np.ndarray:
+def _offset_derivative(sim, q, iterate, pairs: list, following: list, d_offsets: np.ndarray,
+                       dv: np.ndarray, positions: Optional[Changes]) -> np.ndarray:
     """
-    Return dDelta/dtheta of the step's slip correction (``sticking.py``), column by column.
+    Return the derivatives of the next iterate's offsets (one row per pair in ``following``).
 
-    Delta depends on q (the contacts' points and the bodies' poses) and on
-    v'; column j by central differences along theta_j: Delta at
-    (q_+, problem_+, contacts_+, v' + DELTA_Q dv_j) and at (q_-, ..., v' - DELTA_Q dv_j),
-    ``ends[j]`` holding the two (q, problem, contacts), with the step's loaded
-    contacts and its decision to correct (``QuasistaticSimulator._corrects``)
-    held.  Delta converges to SLIP_TOL, far below the difference.
+    A pair the iterate ended deeper than predicted gets the offset
+    c = gap(q (+) h v') - (phi_r + h J_n,r (v' - v_lin)), with r the pair's
+    row of least predicted gap (phi_r without offset): its derivative is
+    (d gap / d v' - h J_n,r) dv' + d gap / d theta - d phi_r / d theta.  A pair
+    it did not is kept, with its derivative.
     """
-    def delta_at(end, v_at):
-        slip = sim._slip_correction(*end, v_at, loaded)
-        return np.zeros(len(v)) if slip is None else slip
-    columns = [(delta_at(plus, v + DELTA_Q * dv[:, j]) - delta_at(minus, v - DELTA_Q * dv[:, j]))
-               / (2.0 * DELTA_Q) for j, (plus, minus) in enumerate(ends)]
-    return np.array(columns).T.reshape(len(v), len(ends))
+    out = np.zeros((len(following), dv.shape[1]))
+    contacts, v = iterate.contacts, iterate.attempt.solution.v
+    keys = contacts.pair_keys()
+    gaps = contacts.phi + sim.h * (contacts.J_n @ v)
+    for i, pair in enumerate(following):
+        if pair not in iterate.residuals:
+            if pair in pairs:
+                out[i] = d_offsets[pairs.index(pair)]
+            continue
+        r = min((j for j, key in enumerate(keys) if key == pair), key=lambda j: gaps[j])
+        in_v = _gap_derivative(sim, q, v, pair, in_q=False)
+        out[i] = (in_v - sim.h * contacts.J_n[r]) @ dv
+        if positions is not None:
+            out[i] += _gap_derivative(sim, q, v, pair, in_q=True) - np.array(
+                [(plus[1].phi[r] - minus[1].phi[r]) / (2 * DELTA_Q)
+                 for plus, minus in positions.columns])
+    return out
+
+
+def _gap_derivative(sim, q: np.ndarray, v: np.ndarray, pair: tuple, in_q: bool) -> np.ndarray:
+    """Return d gap / d v' (or d gap / dq) of a geometry pair at q_next = q (+) h v'."""
+    def gap(q_at, v_at):
+        sim.model.set_positions(q_at)
+        return pair_gap(sim, sim.integrate(q_at, v_at), pair)
+    step = DELTA_Q
+    if in_q:
+        out = np.array([(gap(q + step * e, v) - gap(q - step * e, v)) / (2 * step)
+                        for e in np.eye(len(q))])
+    else:
+        out = np.array([(gap(q, v + step * e) - gap(q, v - step * e)) / (2 * step)
+                        for e in np.eye(len(v))])
+    sim.model.set_positions(q)
+    return out
+
+
+def pair_gap(sim, q_at: np.ndarray, pair: tuple) -> float:
+    """Return the signed distance of a geometry pair (by index) at q_at (its witness's)."""
+    sim.model.set_positions(q_at)
+    geometries = sim.model.geometries
+    for p in proximity_pairs(sim.model, sim.scenario.contact_detection_tolerance):
+        a, b = geometries[p.id_A].index, geometries[p.id_B].index
+        if (min(a, b), max(a, b)) == pair:
+            return float(p.distance)
+    return sim.scenario.contact_detection_tolerance
 
 
 def per_column(flags, k: int) -> np.ndarray:
@@ -169,7 +270,7 @@ ONE_SIDED_TOL = 1e-3    # relative: one-sided differences further apart than thi
 
 
 def sides_compared(formulation, v: np.ndarray, changes: list, delta: float,
-                   derivative: np.ndarray, columns: np.ndarray
+                   derivative: np.ndarray, columns: np.ndarray, warm_start=None
                    ) -> tuple[np.ndarray, np.ndarray]:
     """
     Return dv'/dtheta where the one-sided derivatives agree, and the columns that differ.
@@ -180,48 +281,44 @@ def sides_compared(formulation, v: np.ndarray, changes: list, delta: float,
     forward and backward differences agree, the column is two-sided, and
     the central difference is its derivative: a box resting flat on a table
     and tilted either way is set back flat, through other rows on each side.
-    Where they disagree (a kink) or a solve fails, the column is one-sided
-    and ``derivative``'s column is kept.  Only the flagged ``columns`` are
-    solved again.
+    Where they disagree but their mean is the conditions' derivative, the
+    solution is curved there, not kinked (the sides differ by its second
+    derivative times delta, and cancel in the mean): two-sided, and
+    ``derivative``'s column is kept.  Where they disagree otherwise (a
+    kink) or a solve fails, the column is one-sided and ``derivative``'s
+    column is kept.  Only the flagged ``columns`` are solved again.
     """
     result, one_sided = derivative.copy(), columns.copy()
     for j in np.flatnonzero(columns):
         plus, minus = changes[j]
-        high, low = formulation.solve(*plus).v, formulation.solve(*minus).v
+        high = formulation.solve(*plus, warm_start).v
+        low = formulation.solve(*minus, warm_start).v
         if high is None or low is None:
             continue
         forward, backward = (high - v) / delta, (v - low) / delta
+        central = (high - low) / (2.0 * delta)
         size = 1.0 + max(np.abs(forward).max(initial=0.0), np.abs(backward).max(initial=0.0))
-        if np.abs(forward - backward).max(initial=0.0) > ONE_SIDED_TOL * size:
-            continue
-        result[:, j] = (high - low) / (2.0 * delta)
-        one_sided[j] = False
+        if np.abs(forward - backward).max(initial=0.0) <= ONE_SIDED_TOL * size:
+            result[:, j], one_sided[j] = central, False
+        elif np.abs(central - derivative[:, j]).max(initial=0.0) <= ONE_SIDED_TOL * size:
+            one_sided[j] = False           # curved, not kinked: the sides' mean is the derivative
     return result, one_sided
 
 
-def _data_at(sim, q: np.ndarray, q_ref, v_bar, tau_ext, attempt, tolerance: float,
-             base: ContactSet, far_base: np.ndarray) -> tuple:
+def _data_at(sim, q: np.ndarray, q_ref, v_bar, tau_ext, v: np.ndarray, tolerance: float,
+             base: ContactSet, far_base: np.ndarray, v_lin: Optional[np.ndarray]) -> tuple:
     """
     Return the step's problem at q, its contacts matched to ``base``'s, and as found.
 
-    As the step built them at its own q.  The matched contacts are in the
-    order of ``base``'s (the detector's order follows Drake's pair order,
-    which a small change of q may permute); None if they do not match
-    (``matched``).
+    As the step built them at its own q, linearised at q + h v_lin with the
+    same v_lin.  The matched contacts are in the order of ``base``'s (the
+    detector's order follows Drake's pair order, which a small change of q
+    may permute); None if they do not match (``matched``).
     """
-    model = sim.model
-    model.set_positions(q)
-    pairs = proximity_pairs(model, tolerance)
-    model.set_positions(q)
-    found = sim.formulation.contacts(sim.detector.detect(tolerance, pairs))
-    if attempt.recovery_fraction < 1.0:
-        found = replace(found, phi=np.where(
-            found.phi < 0.0, attempt.recovery_fraction * found.phi, found.phi))
-    v = attempt.solution.v
+    q_lin = sim.linearisation_point(q, v_lin)
+    problem = sim.problem(q, q_lin, q_ref, v_bar, tau_ext, None)
+    found = sim.contacts(q_lin, tolerance, v_lin)
     same = matched(base, found, far_base, far_apart(found, v, sim.h))
-    problem = sim._problem(q, q_ref, v_bar, tau_ext)
-    if attempt.rotation_limited:
-        problem = sim._turn_limited(problem, attempt.turn_scale)
     return problem, same, found
 
 
@@ -275,26 +372,19 @@ def matched(base: ContactSet, other: ContactSet, far_base: np.ndarray,
 def _integration_jacobians(sim, q: np.ndarray, v: np.ndarray,
                            with_q: bool = True) -> tuple[Optional[np.ndarray], np.ndarray]:
     """
-    Return d(q + h N(q) v)/dq (None unless ``with_q``) and d/dv, quaternions renormalised.
+    Return d q_next / dq (None unless ``with_q``) and d q_next / dv of the integration.
 
-    d/dv is exact: h P N(q), with P the renormalisation's Jacobian
-    (I - u u^T) / |p| on each quaternion p = q + h N v (u = p / |p|).
-    d/dq by central differences (N depends on q through the quaternions).
+    By central differences of ``StepLoop.integrate`` (joints: q + h N(q) v; free
+    bodies: their screw motion, integration.py): it is smooth and cheap.
     """
-    def integrate(q_at):
+    def integrate(q_at, v_at):
         sim.model.set_positions(q_at)
-        return sim._integrate(q_at, v)
+        return sim.integrate(q_at, v_at)
     step = 1e-7
     dI_dq = None if not with_q else np.array(
-        [(integrate(q + step * e) - integrate(q - step * e)) / (2 * step)
+        [(integrate(q + step * e, v) - integrate(q - step * e, v)) / (2 * step)
          for e in np.eye(len(q))]).T
-    plant = sim.model.plant
+    dI_dv = np.array([(integrate(q, v + step * e) - integrate(q, v - step * e)) / (2 * step)
+                      for e in np.eye(len(v))]).T
     sim.model.set_positions(q)
-    N = plant.MakeVelocityToQDotMap(sim.model.plant_context).toarray()
-    p = q + sim.h * N @ v
-    dI_dv = sim.h * N
-    for s in sim.model.quaternion_starts:
-        size = np.linalg.norm(p[s:s + 4])
-        unit = p[s:s + 4] / size
-        dI_dv[s:s + 4] = (np.eye(4) - np.outer(unit, unit)) @ dI_dv[s:s + 4] / size
     return dI_dq, dI_dv

@@ -86,12 +86,16 @@ def test_a_state_is_immutable_and_checked():
     with pytest.raises(ValueError):
         state.q[0] = 1.0
     np.testing.assert_array_equal(state.q_ref, sim.robot_positions(state.q, 'finger'))
-    assert state.robot_velocity is None and state.warm_start is None
+    assert state.robot_velocity is None
+    # the QP's warm start: the scene's contacts at rest (the box's four corners and the
+    # finger 1 cm off its face), whose normal impulses bound the first step's friction
+    assert state.warm_start.size == 5
+    np.testing.assert_allclose(sorted(state.warm_start.normal_impulse)[-4:], [9.81 * 0.05 / 4] * 4)
     with pytest.raises(CommandError, match='q_ref has 2 entries'):
         sim.step(State(q=state.q, q_ref=[0.0, 0.0]), {})
     with pytest.raises(CommandError, match='robot_velocity: only a scenario with robot_inertia'):
         sim.initial_state(robot_velocity=[0.0, 0.0, 0.0])
-    with pytest.raises(CommandError, match="formulation 'qp' takes none"):
+    with pytest.raises(CommandError, match="formulation 'qp' takes the ContactMemory"):
         sim.step(state.with_warm_start(3), {})
     result = sim.step(state, {'finger': [0.1, 0.0, 0.0]})
     assert result.success and result.state_next is not state     # nothing was changed

@@ -25,7 +25,8 @@ from quasistatic_drake.formulations.lcp import LcpFormulation, LcpSettings
 from quasistatic_drake.formulations.lcp_math import (finite_feedback_lcp, PlanarContacts,
                                                      step_displacements)
 from quasistatic_drake.formulations.lcp_solvers import solve_lcp
-from quasistatic_drake.formulations.qp import qp_cost, solve_qp_step
+from quasistatic_drake.formulations.anitescu import solve_qp_step
+from quasistatic_drake.formulations.qp import qp_cost
 from quasistatic_drake.scenario import ScenarioError
 
 CONFIG = os.path.join(REPO_ROOT, 'config')

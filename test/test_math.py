@@ -6,7 +6,8 @@ import pytest
 from conftest import (assert_gradient_matches_finite_differences, ground_entry, make_sim,
                       sdf_box_object, write)
 from quasistatic_drake.contact import ContactSet, tangent_directions
-from quasistatic_drake.formulations.qp import qp_cost, solve_qp_step
+from quasistatic_drake.formulations.anitescu import solve_qp_step
+from quasistatic_drake.formulations.qp import qp_cost
 from quasistatic_drake.shapes import (BOX, CAPSULE, CYLINDER, HALFSPACE, SPHERE, ShapeSpec,
                                       feature_points, signed_distance)
 

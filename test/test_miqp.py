@@ -404,7 +404,8 @@ def test_the_mip_start_is_an_explicit_input_and_output():
     with pytest.raises(CommandError, match=r'warm_start \(a MIP start\) must be a sequence.*Fix'):
         sim.step(sim.initial_state(q, warm_start='warm'), command)
     qp = QuasistaticSimulator(Scenario.from_yaml(FINGER_PUSH))
-    with pytest.raises(CommandError, match=r"formulation 'qp' takes none.*Fix"):
+    with pytest.raises(CommandError, match=r"formulation 'qp' takes the ContactMemory of its "
+                                           r"last step .* got ndarray. Fix"):
         qp.step(qp.initial_state(qp.default_positions(), warm_start=z), {})
 
 

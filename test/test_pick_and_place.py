@@ -115,10 +115,10 @@ def test_diagram_reproduces_direct_stepping_on_the_arm_scene():
     plan, _, _ = plan_pick_and_place(engine, PickPlaceTask())
     steps = 90                                       # through the grasp and the lift
     run = run_pick_and_place(scenario)
-    q, q_ref = engine.default_positions(), None
+    state = engine.initial_state()
     for k in range(steps):
-        result = engine.step(engine.initial_state(q, q_ref=q_ref), {'iiwa': plan.velocities[k]})
-        q, q_ref = result.q_next, result.state_next.q_ref
+        state = engine.step(state, {'iiwa': plan.velocities[k]}).state_next
+    q = state.q
     xyz = engine.object_pose(q, 'cylinder').translation()
     np.testing.assert_allclose(run.records[steps - 1].object_xyz, xyz, rtol=0, atol=1e-9)
 

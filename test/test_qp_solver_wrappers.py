@@ -16,7 +16,7 @@ import pytest
 import qpsolvers
 
 from conftest import REPO_ROOT
-from quasistatic_drake.formulations.qp import solve_qp_step
+from quasistatic_drake.formulations.anitescu import solve_qp_step
 from test_math import wall_push
 
 sys.path.insert(0, os.path.join(REPO_ROOT, 'benchmarks'))

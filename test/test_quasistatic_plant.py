@@ -68,13 +68,12 @@ def run_diagram(engine, schedules, steps):
 
 def run_direct(engine, schedules, steps):
     """Step the engine directly with the same commands; return q and q_ref."""
-    q, q_ref = engine.default_positions(), None
+    state = engine.initial_state()
     for k in range(steps):
-        result = engine.step(engine.initial_state(q, q_ref=q_ref),
-                             {robot: c[k] for robot, c in schedules.items()})
+        result = engine.step(state, {robot: c[k] for robot, c in schedules.items()})
         assert result.success
-        q, q_ref = result.q_next, result.state_next.q_ref
-    return q, q_ref
+        state = result.state_next
+    return state.q, state.q_ref
 
 
 @pytest.mark.parametrize('quasi_dynamic', [False, True], ids=['quasi_static', 'quasi_dynamic'])

@@ -2,8 +2,8 @@
 Never sink, never freeze: the reproductions of the fuzz, soak and flood issue, engine side.
 
 * Objects at a table's edge: a box resting with its centre 4 cm inside the
-  edge stays put; a pushed box never goes below -1 mm and tips only once its
-  centre passes the edge; the table's edge holds a box, a convex mesh and a
+  edge stays put; a pushed box never goes below -1 mm and tips only once the
+  push's moment about the edge outweighs it; the table's edge holds a box, a convex mesh and a
   lying cylinder that overhang it.
 * Large motions in one step: a box tilted 0.3 rad on one edge falls flat
   without sinking; a box pushed 22 mm down onto the table in one step does
@@ -21,7 +21,6 @@ import yaml
 
 from quasistatic_drake import QuasistaticSimulator, Scenario, ScenarioError
 from quasistatic_drake.model import DEFAULT_MAX_LEAD
-from quasistatic_drake.simulator import LINEARISATION_ERROR
 
 from conftest import (ground_entry, make_sim, PENETRATION_LIMIT, pose_xyz_rpy, REPO_ROOT,
                       sdf_box_object, sdf_shape_object, urdf_cartesian_robot, write)
@@ -43,12 +42,12 @@ def config_sim(name, **changes):
 
 
 def roll(sim, q, commands, steps, q_ref=None):
-    """Step; return the q, q_ref and StepResult of every step."""
-    out = []
+    """Step from q (and q_ref) ``steps`` times; return the StepResult of every step."""
+    state, out = sim.initial_state(q, q_ref=q_ref), []
     for _ in range(steps):
-        result = sim.step(sim.initial_state(q, q_ref=q_ref), commands)
+        result = sim.step(state, commands)
         assert result.success, (result.status, result.diagnostics.error)
-        q, q_ref = result.q_next, result.state_next.q_ref
+        state = result.state_next
         out.append(result)
     return out
 
@@ -78,19 +77,29 @@ def test_table_edge_under_an_overhanging_box_is_in_the_manifold():
 
 
 def test_pushed_box_never_sinks_and_tips_only_past_the_edge():
+    """
+    Check the box pushed off the table's edge: never below -1 mm, and it tips only as statics say.
+
+    The finger pushes at the box's mid-height z_f = 5 cm against the table's
+    friction mu m g: about the table's edge that push turns the box once
+    mu m g z_f > m g (x_edge - x), so the box may tip from x = x_edge - mu z_f
+    (0.575 m) on, not before; and then it falls off.
+    """
     sim = config_sim('finger_push')
-    q, q_ref = sim.default_positions(), None
+    mu, z_push = 0.5, 0.05
+    state = sim.initial_state()
     deepest, tipped_at = np.inf, None
     for _ in range(80):
-        result = sim.step(sim.initial_state(q, q_ref=q_ref), {'finger': [0.1, 0, 0]})
+        result = sim.step(state, {'finger': [0.1, 0, 0]})
         assert result.success
-        q, q_ref = result.q_next, result.state_next.q_ref
+        state = result.state_next
+        q = state.q
         deepest = min(deepest, sim.min_signed_distance(q))
         xyz, rpy = pose_xyz_rpy(sim, q, 'box')
         if tipped_at is None and abs(rpy[1]) > 0.05:
             tipped_at = xyz[0]
     assert deepest > PENETRATION_LIMIT
-    assert tipped_at is not None and tipped_at > TABLE_EDGE_X, 'tips once its centre passes'
+    assert tipped_at is not None and tipped_at > TABLE_EDGE_X - mu * z_push, 'tips as statics say'
     assert xyz[2] < -0.5, 'then it falls off'
 
 
@@ -146,26 +155,25 @@ def test_box_tilted_on_one_edge_falls_flat_without_sinking():
     sim = config_sim('finger_push', robots__initial_positions=FINGER_AWAY, objects__initial_pose={
         'xyz': [0, 0, 0.05 * (np.cos(tilt) + np.sin(tilt))], 'rpy': [tilt, 0, 0]})
     results = roll(sim, sim.default_positions(), {}, 8)
-    assert min(sim.min_signed_distance(r.q_next) for r in results) > -LINEARISATION_ERROR
+    assert min(sim.min_signed_distance(r.q_next) for r in results) > -5e-4
     xyz, rpy = pose_xyz_rpy(sim, results[-1].q_next, 'box')
     assert abs(xyz[2] - 0.05) < 1e-6 and np.max(np.abs(rpy)) < 1e-6
 
 
-def test_a_turn_too_large_for_the_linearised_contacts_is_solved_again_bounded():
+def test_a_turn_too_large_for_the_linearised_contacts_stays_out_of_the_table():
     """
-    Check the rounded box on its side, the arm under a fuzzed extreme command: -11.3 mm unbounded.
+    Check the rounded box on its side, the arm under a fuzzed extreme command: -11.3 mm before.
 
-    The state was recorded under Anitescu's rows (qp: {anitescu_lift: true}), whose lift
-    of the sliding box turned it too far; without the lift (the default) the step
-    turns it less, needs no bound, and is as safe.
+    The state was recorded under Anitescu's rows, whose lift of the sliding box
+    turned it too far in one step and 11.3 mm into the table.  The step's exact
+    rows and its trust region on the objects keep it within 0.5 mm.
     """
     scenario = Scenario.from_yaml(f'{REPO_ROOT}/config/arm_pick_place_rounded_box.yaml')
-    for lifted in (True, False):
-        sim = QuasistaticSimulator(scenario.with_formulation('qp', anitescu_lift=lifted))
-        start = sim.initial_state(np.array(TOO_FAR['q']), q_ref=np.array(TOO_FAR['q_ref']))
-        result = sim.step(start, TOO_FAR['commands'])
-        assert result.success and result.diagnostics.rotation_limited == lifted
-        assert sim.min_signed_distance(result.q_next) > -LINEARISATION_ERROR
+    sim = QuasistaticSimulator(scenario)
+    start = sim.initial_state(np.array(TOO_FAR['q']), q_ref=np.array(TOO_FAR['q_ref']))
+    result = sim.step(start, TOO_FAR['commands'])
+    assert result.success
+    assert sim.min_signed_distance(result.q_next) > -5e-4
 
 
 TOO_FAR = {  # benchmarks/fuzz.py, arm_pick_place_rounded_box, seed 0
@@ -187,7 +195,7 @@ def test_box_pushed_down_does_not_tunnel_with_a_far_corner():
     q = np.array(FAR_CORNER['q'])
     result = sim.step(sim.initial_state(q, q_ref=np.array(FAR_CORNER['q_ref'])),
                       FAR_CORNER['commands'])
-    assert result.success and result.diagnostics.resolves >= 1
+    assert result.success and result.diagnostics.iterations >= 2
     assert sim.min_signed_distance(result.q_next) > -1e-4
 
 
@@ -215,25 +223,26 @@ def test_buried_pads_climb_out():
 def test_reference_lead_is_bounded_while_a_robot_is_blocked():
     """Pads pushed into the table for 10 s: the reference leads by max_reference_lead at most."""
     sim = config_sim('two_pads_lift')
-    q, q_ref = sim.default_positions(), None
+    state = sim.initial_state()
     for _ in range(100):
-        result = sim.step(sim.initial_state(q, q_ref=q_ref), {'pads': [-0.5, 0, 0]})
-        q, q_ref = result.q_next, result.state_next.q_ref
+        result = sim.step(state, {'pads': [-0.5, 0, 0]})
+        state = result.state_next
+    q, q_ref = np.array(state.q), np.array(state.q_ref)
     lift = sim.robot_positions(q, 'pads')[0]
     assert lift > 0.03 - 1e-6, 'held by the table'
     assert q_ref[0] == pytest.approx(lift - DEFAULT_MAX_LEAD['prismatic'], abs=1e-12)
     assert result.diagnostics.reference_limited
-    up = sim.step(sim.initial_state(q, q_ref=q_ref), {'pads': [0.5, 0, 0]})   # unwinds at once
+    up = sim.step(state, {'pads': [0.5, 0, 0]})   # unwinds at once
     assert up.state_next.q_ref[0] == pytest.approx(q_ref[0] + 0.05, abs=1e-12)
 
 
 def test_max_reference_lead_is_honoured_and_checked(tmp_path):
     sim = config_sim('two_pads_lift', robots__max_reference_lead=[0.01, 0.02, 0.02])
-    q, q_ref = sim.default_positions(), None
+    state = sim.initial_state()
     for _ in range(20):
-        result = sim.step(sim.initial_state(q, q_ref=q_ref), {'pads': [-0.5, 0, 0]})
-        q, q_ref = result.q_next, result.state_next.q_ref
-    assert sim.robot_positions(q, 'pads')[0] - q_ref[0] == pytest.approx(0.01, abs=1e-12)
+        state = sim.step(state, {'pads': [-0.5, 0, 0]}).state_next
+    assert sim.robot_positions(state.q, 'pads')[0] - state.q_ref[0] == pytest.approx(0.01,
+                                                                                     abs=1e-12)
     with pytest.raises(ScenarioError, match=r'robots\[0\]\.max_reference_lead: expected 3 '
                                             r'values.*Fix'):
         config_sim('two_pads_lift', robots__max_reference_lead=[0.01])
@@ -347,12 +356,26 @@ def test_joint_position_limits_hold_and_a_joint_beyond_one_may_stay(tmp_path):
 def test_quasi_dynamic_push_through_the_centre_keeps_zero_yaw(h):
     """Quasi-dynamic mode: the round-off yaw grows per centimetre pushed, not per step."""
     sim = config_sim('finger_push', time_step=h, quasi_dynamic=True)
-    q, q_ref = sim.default_positions(), None
+    state = sim.initial_state()
     for _ in range(int(round(3.0 / h))):
-        result = sim.step(sim.initial_state(q, q_ref=q_ref), {'finger': [0.1, 0, 0]})
-        q, q_ref = result.q_next, result.state_next.q_ref
+        state = sim.step(state, {'finger': [0.1, 0, 0]}).state_next
+    q = state.q
     yaw = RollPitchYaw(sim.object_pose(q, 'box').rotation()).vector()[2]
     assert abs(np.degrees(yaw)) < 1e-5
+
+
+@pytest.mark.parametrize('h', [0.01, 0.005])
+def test_quasi_static_push_through_the_centre_holds_its_yaw(h):
+    """Quasi-static mode: round cones price the turn (docs/formulations.md); issue 30: < 1 deg."""
+    sim = config_sim('finger_push', time_step=h)
+    state = sim.initial_state()
+    for _ in range(int(round(3.0 / h))):
+        result = sim.step(state, {'finger': [0.1, 0, 0]})
+        assert result.success
+        state = result.state_next
+    pose = sim.object_pose(state.q, 'box')
+    assert pose.translation()[0] > 0.28, 'the box was pushed'
+    assert abs(np.degrees(RollPitchYaw(pose.rotation()).vector()[2])) < 1e-2
 
 
 # ----- nothing inside a step ends the process -----------------------------------------------
@@ -362,27 +385,28 @@ def test_quasi_dynamic_push_through_the_centre_keeps_zero_yaw(h):
     ids=['drake_check', 'runtime', 'zero_division', 'memory'])
 def test_any_failure_inside_a_step_is_reported_and_keeps_q(monkeypatch, failure):
     sim = config_sim('two_pads_lift')
-    q = sim.default_positions()
+    q, start = sim.default_positions(), sim.initial_state()
     real_detect = sim.detector.detect
 
     def detect(*args, **kwargs):
         raise failure
     monkeypatch.setattr(sim.detector, 'detect', detect)
-    result = sim.step(sim.initial_state(q), {'pads': [0.1, 0, 0]})
+    result = sim.step(start, {'pads': [0.1, 0, 0]})
     assert result.status == 'error' and not result.success
     assert result.diagnostics.error.startswith(type(failure).__name__)
     np.testing.assert_array_equal(result.q_next, q)
     monkeypatch.setattr(sim.detector, 'detect', real_detect)
-    after = sim.step(sim.initial_state(q), {'pads': [0.1, 0, 0]})   # the engine is still usable
+    after = sim.step(start, {'pads': [0.1, 0, 0]})   # the engine is still usable
     assert after.success
     assert sim.robot_positions(after.q_next, 'pads')[0] == pytest.approx(0.06, abs=1e-9)
 
 
 def test_ctrl_c_inside_a_step_is_not_swallowed(monkeypatch):
     sim = config_sim('two_pads_lift')
+    start = sim.initial_state()
 
     def detect(*args, **kwargs):
         raise KeyboardInterrupt
     monkeypatch.setattr(sim.detector, 'detect', detect)
     with pytest.raises(KeyboardInterrupt):
-        sim.step(sim.initial_state(), {})
+        sim.step(start, {})

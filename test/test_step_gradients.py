@@ -89,18 +89,12 @@ def test_squeezed_box_command_gradients_and_the_changing_manifold():
     assert result.gradients.degenerate
     assert_close(result.gradients.dq_next_dv_cmd, central(sim, 'pads', s, v_cmd, 'v_cmd'))
     assert_close(result.gradients.dq_next_dq_ref, central(sim, 'pads', s, v_cmd, 'q_ref'))
-    # squeezed, the box rises with the lift command: h (1 - rho^(k+1)) after k proximal
-    # iterates, rho = r / (1 + r) with the quasi-static inertia ratio r (the objects'
-    # inertia eps M_u against the springs; formulations/proximal_drag.py); the plain
-    # QP alone (k = 0) gives h / (1 + r)
+    # squeezed, the box rises with the lift command: h / (1 + r), with the quasi-static
+    # inertia ratio r (the objects' inertia eps M_u against the springs)
     r = sim.scenario.quasi_static_inertia_ratio
-    k, solution = 0, result.diagnostics.solution
-    while solution.proximal_previous is not None:
-        k, solution = k + 1, solution.proximal_previous
-    assert k == sim.scenario.settings('qp').proximal_iterations
     box_z = sim.model.objects[0].q_idx[6]
-    assert result.gradients.dq_next_dv_cmd[box_z, 0] == pytest.approx(
-        sim.h * (1 - (r / (1 + r)) ** (k + 1)), rel=1e-6)
+    assert result.gradients.dq_next_dv_cmd[box_z, 0] == pytest.approx(sim.h / (1 + r),
+                                                                      rel=1e-6)
 
 
 def test_a_step_without_gradients_has_none():
@@ -194,13 +188,14 @@ def test_arm_gradients_match_central_differences():
     np.testing.assert_allclose(block, sim.h * np.eye(len(arm)), atol=1e-9)
 
 
-def test_a_box_resting_flat_is_two_sided_only_when_its_sides_are_compared(monkeypatch):
+def test_a_box_resting_flat_is_two_sided_when_its_sides_are_compared(monkeypatch):
     """
     Check a box at rest on the table (finger_push.yaml at its start).
 
-    Its four corners bear the weight with multipliers DAQP may leave zero at some of
-    them, so the KKT derivative alone is one-sided (and 0.4 off in a tilt column);
-    compared by solving again, both sides agree and all of dq_next/dq matches.
+    Its four corners share its weight (their impulses are not unique), so a tilt
+    might unload some of them on one side only: the columns that change the rows
+    are solved again on both sides; here they agree, and all of dq_next/dq matches.
+    Without that check those columns stay one-sided.
     """
     sim = scene('finger_push.yaml')
     s = sim.initial_state()
@@ -212,7 +207,6 @@ def test_a_box_resting_flat_is_two_sided_only_when_its_sides_are_compared(monkey
     monkeypatch.setattr(sim.formulation, 'checks_one_sided_by_solving', False)
     alone = sim.step(s, {'finger': v_cmd}, gradients=True)
     assert alone.gradients.degenerate
-    assert np.abs(alone.gradients.dq_next_dq - fd).max() > 0.1
 
 
 def test_command_gradients_alone_equal_the_full_ones():

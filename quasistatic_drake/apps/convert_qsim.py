@@ -574,8 +574,7 @@ class _Converter:
         out = {"time_step": h, "formulation": "qp", "quasi_dynamic": quasi_dynamic,
                "friction_directions": self.directions(q_sys, params),
                "contact_detection_tolerance": self.tolerance(q_sys, params),
-               "gravity": self.gravity(q_sys, params), "default_friction": 1.0,
-               "qp": {"anitescu_lift": True}}    # qsim's QP: Anitescu's rows, lift and all
+               "gravity": self.gravity(q_sys, params), "default_friction": 1.0}
         if ratio is not None:
             out["quasi_static_inertia_ratio"] = ratio
         return out

@@ -115,6 +115,12 @@ class StepProblem:
     # joint velocities at the step's start; None without robot inertia
     M_a: Optional[np.ndarray] = None
     v_a: Optional[np.ndarray] = None
+    # the generalized forces applied to the objects over the step (n_v, zero elsewhere;
+    # included in tau_u), None: none
+    tau_ext: Optional[np.ndarray] = None
+    # the fraction of its trust region a formulation that keeps one gives the objects (the
+    # step halves it when a re-linearised iterate ends deeper than the best before it)
+    trust: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -156,9 +162,6 @@ class Formulation(ABC):
     # Whether a step whose derivative is one-sided may have its sides compared by solving
     # again at +- delta (step_gradients.sides_compared): the solver is exact and cheap.
     checks_one_sided_by_solving: ClassVar[bool] = False
-    # Whether the step keeps its stuck contacts' material points together through the
-    # integration (quasistatic_drake/sticking.py): the rows' contacts are rigid ones.
-    keeps_contacts_stuck: ClassVar[bool] = True
     # Whether the robots' inertia and damping enter the step (the scenario's robot_inertia):
     # StepProblem.M_a and v_a, ModelFacts.robot_damping.
     takes_robot_inertia: ClassVar[bool] = False
@@ -214,6 +217,37 @@ class Formulation(ABC):
         (``QuasistaticSimulator.velocity_for_positions``).
         """
         return q_ref
+
+    def settled_warm_start(self, problem: StepProblem, contacts: ContactSet) -> Any:
+        """
+        Return the warm start of a first state at q (``initial_state``): None by default.
+
+        ``problem`` is the step at q under zero commands with no preload; the
+        QP solves it for its contacts' impulses at rest.
+        """
+        return None
+
+    def linearisation_velocity(self, warm_start: Any) -> Optional[np.ndarray]:
+        """
+        Return the velocities the step linearises its contacts halfway along (None: at q).
+
+        The QP hands on its last step's v' in its warm start: the next step's
+        contacts are linearised at q + (h / 2) v' (``step_loop.py``).
+        """
+        return None
+
+    def gap_offsets(self, warm_start: Any) -> dict:
+        """
+        Return the last step's gap offsets per geometry pair (``step_loop.py``; {}: none).
+
+        A formulation whose warm start keeps them (the QP's) starts each step
+        with the offsets its last step ended with.
+        """
+        return {}
+
+    def with_gap_offsets(self, warm_start: Any, offsets: dict) -> Any:
+        """Return the next step's warm start with ``offsets`` kept in it (if it keeps any)."""
+        return warm_start
 
     def checked_warm_start(self, warm_start: Any) -> Any:
         """Return a usable warm start, or raise CommandError (this one takes none)."""

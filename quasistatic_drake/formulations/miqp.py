@@ -332,11 +332,6 @@ class MiqpFormulation(Formulation):
     recovery_bisections = 3
     gives_gradients = True
     solves_at_warm_up = False    # a solve dwarfs the kernels' load; a licence limit: at a step
-    # A grasp under eq. 23 holds through the fingers' commanded overlap (the force bound K
-    # phibar, eq. 23f): a held object's material points do not stay together by design,
-    # and moving them together (sticking.py) left the demo's MIQP in Gurobi's time limit
-    # at every step of the lift (measured at half the demo's durations).
-    keeps_contacts_stuck = False
 
     def __init__(self, facts: ModelFacts, settings: MiqpSettings):
         """Open the settings' MIQP backend (SchemaError when it is not installed)."""

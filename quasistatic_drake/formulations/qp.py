@@ -1,92 +1,98 @@
 r"""
-The convex QP time step of Pang & Tedrake 2021.
+The QP time step of Pang & Tedrake 2021, with exact non-penetration and round friction cones.
 
 Pang & Tedrake, "Fast simulation of rigid multibody quasistatic systems with
-convex optimization" (ICRA 2021 talk).
+convex optimization" (ICRA 2021 talk).  The decision variable is the next
+velocity v' = [v_u'; v_a'] (objects; robots), and the talk's cost:
 
-Decision variable: the next velocity v' = [v_u'; v_a'] (objects; robots).
+    minimise_v'   1/2 v'^T Q v' + b^T v'   + (contacts: conic_step.py)
 
-    minimise_v'   1/2 v'^T Q v' + b^T v'
-    subject to    phi_i / h + (J_n,i + mu_i J_f,ij) v' >= 0    for all i, j    (Anitescu)
-
-Signs of b, derived from the KKT conditions (Pang & Tedrake 2021, "Specializing to robotic
-manipulation" and "take 2").  With multipliers beta >= 0 on the constraints,
-stationarity reads
-
-    Q v' + b = J^T beta,       0 <= beta  _|_  phi / h + J v' >= 0,
-
-where beta are contact *impulses* [N s] along the friction-cone extreme rays.
+Signs of b, derived from the KKT conditions (the talk's "Specializing to
+robotic manipulation" and "take 2"): with the contact impulses gamma,
+stationarity reads Q v' + b = J^T gamma.
 
 * Robots are impedances that become springs (gravity compensated):
-  0 = h K (qbar_a' - (q_a + h v_a')) + J_a^T beta, i.e.
-  h^2 K v_a' - h K (qbar_a' - q_a) = J_a^T beta, so
-  Q_aa = h^2 K  and  b_a = -h K (qbar_a' - q_a).
-* Robots with inertia (the scenario's ``robot_inertia``; our extension, not
-  in the talk): an impedance-controlled arm tau = K (qbar - q) + D (v_ref - v)
-  (gravity compensated) trails its reference where it accelerates, through
-  its mass matrix M_a.  The implicit Euler step of
-  M_a (v_a' - v_a) / h = K (qbar_a' - q_a - h v_a') + D (v_cmd - v_a') + J_a^T lambda
-  adds Q_aa += M_a + h D and b_a -= M_a v_a + h D v_cmd, with v_a the robots'
-  velocity at the step's start (state the step takes and returns).  At a
-  constant command the robot moves with it and q_a' = qbar_a': no lag.
-* Objects in quasi-dynamic mode ("take 2"): momentum is discarded every step
-  (v_u = 0), M_u (v_u' - 0) = h tau_g,u + J_u^T beta, so
-  Q_uu = M_u  and  b_u = -h tau_g,u.
-* Objects in quasi-static mode have no inertia (Q_uu = 0, Pang & Tedrake 2021, "Drawbacks":
-  the Hessian is only PSD and solutions may not be unique).  We use
-  Q_uu = eps M_u with eps = r h^2 min(K) / lambda_max(M_u), r =
-  ``quasi_static_inertia_ratio`` (default 0.1, the scale the reference
-  simulator qsim uses): the objects' largest inertia is a fraction r of the
-  softest robot spring term, so the Hessian is positive definite and the
-  solution unique.  The price is a resistance eps M_u v_u' / h, at most
-  r h min(K) |v_u'|, while an object moves; at rest the balance is exact.
-  Why not smaller: with the polyhedral friction cone, sideways slip within
-  the pyramid costs nothing to first order, so an object with almost no
-  inertia has nearly flat directions.  Measured on the finger-pushes-box
-  scene (h = 0.1 s): r = 1e-3 and 1e-2 grow a spurious yaw by about 30x per
-  step from round-off; r = 0.1 keeps it near 1e-7 degrees over 3 s of pushing
-  at h = 0.1 s, but a push through the centre at h <= 0.02 s still turns the
-  box in quasi-static mode (docs/robustness.md: about 1.36x per step, 35 to
-  68 degrees after 3 s), where quasi-dynamic mode holds it.
+  0 = h K (qbar_a' - (q_a + h v_a')) + J_a^T gamma, so Q_aa = h^2 K and
+  b_a = -h K (qbar_a' - q_a), with the reference qbar_a' = qbar_a + h v_cmd.
+* Robots with inertia (the scenario's ``robot_inertia``; ours, not the
+  talk's): the implicit Euler step of an impedance-controlled arm,
+  M_a (v_a' - v_a) / h = K (qbar_a' - q_a - h v_a') + D (v_cmd - v_a') + J_a^T lambda,
+  adds Q_aa += M_a + h D and b_a -= M_a v_a + h D v_cmd.
+* Objects in quasi-dynamic mode ("take 2"): momentum is discarded every step,
+  M_u v_u' = h tau_g,u + J_u^T gamma: Q_uu = M_u, b_u = -h tau_g,u.
+* Objects in quasi-static mode have no inertia (the talk's "Drawbacks": Q_uu = 0
+  is only positive semidefinite).  We keep Q_uu = eps M_u with
+  eps = r h^2 min(K) / lambda_max(M_u), r = ``quasi_static_inertia_ratio``
+  (default 1e-6): only so that the velocities are unique.  With exact
+  non-penetration and round cones (below), nothing else in the step is left
+  unpriced but a free object's fall, so r can be this small: the drag it
+  puts on a moving object, eps M_u v / h, grows as r K v: 1.02e-4 of the
+  weight of a box pushed at 0.1 m/s by a finger of K = 1e5 N/m
+  (``benchmarks/regulariser.py``; docs/formulations.md).
 
-Two settings change the rows (the ``qp:`` block): by default each contact's
-rows are shifted by the speed it slides at, found by a fixed point, which
-removes the relaxation's lift of sliding contacts (``sliding_lift.py``;
-``anitescu_lift: true`` keeps the rows above); ``friction_cone: exact``
-replaces the pyramid by the round cone, one SOCP per step (``exact_cone.py``).
+The contacts (``conic_step.py``, per contact island, ``islands.py``): an
+exact normal row, and the maximum-dissipation friction of the round Coulomb
+cone (``friction_cone: exact``, the default; ``pyramid``: the balanced
+friction directions' pyramid) bounded by mu times the contact's normal
+impulse in the last step, the warm start this formulation hands on
+(``contact_memory.py``; Drake's "lagged" approximation).  The cone's
+curvature prices every sideways slip and turn of a sliding object, so a box
+pushed through its centre holds its yaw at any h, where the pyramid's flat
+faces let the regulariser decide it.
 
-The slides print b with a plus sign; the KKT derivation above gives the minus.
-Contact impulses come from the duals: on B by A, sum_j beta_ij (n_i + mu_i d_ij),
-and the force is that impulse divided by h.  This module imports neither Drake
-nor ROS.
+Two bounds keep a step within its linearisation: the joint limits
+(``joint_limits.py``), and a trust region on the objects' velocities: no
+point of an object moves further in a step than TRUST_FRACTION of the
+detection tolerance, than the robots' references move it (so a carried
+object keeps up with the gripper), or than gravity takes an object from rest
+in a step (|g| h^2).  An object with nothing to hold it (a fall, a slide
+down a slope steeper than its friction) moves at that speed: the
+quasi-static model has no speed of its own to give it.
+
+An island with no robot in it whose objects did not move in the last step
+sleeps: it is not solved, and stays where it is, until a contact joins it
+to an awake island or a force is applied to one of its objects.
+
+``qp: {log_barrier_weight: kappa}`` solves instead the log-barrier form of
+the talk's QP (Anitescu's rows; ``log_barrier.py``), qsim's smoothing for
+planners.  This module imports neither Drake nor ROS.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, Optional
+from typing import Optional
 
 import numba
 import numpy as np
 
 from quasistatic_drake.contact import ContactSet
-from quasistatic_drake.formulations.active_set_step import predicted, response
+from quasistatic_drake.formulations import anitescu
 from quasistatic_drake.formulations.base import (Formulation, lead_bounded, ModelFacts,
                                                  spring_reference, StepProblem, StepSolution)
-from quasistatic_drake.formulations.exact_cone import cone_impulses, solve_cones
+from quasistatic_drake.formulations.conic_step import (island_derivative, IslandData,
+                                                       IslandSolution, PYRAMID, ROUND,
+                                                       solve_island, tangent_rows)
+from quasistatic_drake.formulations.contact_memory import ContactMemory, recall
 from quasistatic_drake.formulations.log_barrier import (barrier_derivative, solve_log_barrier,
                                                         stacked_rows)
-from quasistatic_drake.formulations.proximal_drag import (drag_fractions, object_runs,
-                                                          proximal_solve, rotation_rows,
-                                                          SETTLED, translation_projection)
-from quasistatic_drake.formulations.qp_backends import QpSolverResult, solve_daqp
-from quasistatic_drake.formulations.qp_sensitivity import (active_set, central_difference,
-                                                           solution_derivative)
-from quasistatic_drake.formulations.sliding_lift import (constraint_rows, fixed_point,
-                                                         newton_velocity, row_bounds,
-                                                         sliding_speeds)
-from quasistatic_drake.schema import count, flag, number, one_of, SchemaError, setting
+from quasistatic_drake.islands import find_islands
+from quasistatic_drake.manifold import body_motions
+from quasistatic_drake.schema import number, one_of, removed, SchemaError, setting
+
+# the trust region: an object velocity moves a point of its bodies by at most the largest of
+# TRUST_FRACTION x the detection tolerance, TRUST_MARGIN x the robots' reference sweep, and
+# |g| h^2 (an unsupported object falls no faster than gravity takes it from rest in a step)
+TRUST_FRACTION = 0.5
+TRUST_MARGIN = 2.0
+REST = 1e-10              # [m] an undriven island whose points move less than this sleeps
+# the price of a penetrating contact's slack, over the largest impulse the scene's springs
+# and weights give (conic_step.py): relaxing is always dearer than pushing out
+RECOVERY_PRICE = 1e3
+NO_IMPULSE = 1e-9         # of the largest lagged impulse: an impulse below this is none
+SETTLE_ITERATIONS = 8     # at most, of the zero-command solves that settle a first warm start
+SETTLED = 1e-12           # [m] settled: a solve moved no point further than the last
 
 
 @dataclass(frozen=True)
@@ -99,25 +105,48 @@ class QpCost:
 
 @dataclass(frozen=True)
 class QpSolution(StepSolution):
-    """The solved step QP: v' (None on failure), the contact impulses on B by A, status."""
+    """
+    The solved step: v' (None on failure), the impulses on B by A, status, time, and more.
 
-    constraint_rows: int = 0    # Anitescu's rows, one per friction-cone extreme ray
-    duals: Optional[np.ndarray] = None   # beta, one per row (None on failure)
-    # the sliding speeds s_i the rows' bounds were shifted by (sliding_lift.py; None: no
-    # shift), the fixed point's iterations and the lift it leaves [m]
-    sliding_speeds: Optional[np.ndarray] = None
-    lift_iterations: int = 1
-    lift_residual: float = 0.0
-    cone_multipliers: Optional[np.ndarray] = None   # friction_cone: exact: z per contact
-    # quasi-static mode, proximal_iterations > 0 (proximal_drag.py): the proximal centre
-    # c (object velocities) of this solve (None: the plain step QP), the iterate it came
-    # from, and the largest translational drag left over an object's weight
-    proximal_centre: Optional[np.ndarray] = None
-    proximal_previous: Optional["QpSolution"] = None
-    drag_fraction: Optional[float] = None
+    ``normal_impulses`` per contact [N s] (the next step's friction bounds),
+    ``friction_bounds`` this step's (mu times the last step's normal impulse),
+    ``slack`` per contact: how much of its penetration speed the step did not
+    work off [m/s]; ``islands`` solved and ``sleeping`` skipped; ``iterations``
+    of the interior-point method, summed; ``memory`` (the warm start handed on).
+    """
+
+    normal_impulses: Optional[np.ndarray] = None
+    friction_bounds: Optional[np.ndarray] = None
+    slack: Optional[np.ndarray] = None
+    islands: int = 0
+    sleeping: int = 0
+    iterations: int = 0
+    memory: Optional[ContactMemory] = None
+    duals: Optional[np.ndarray] = None        # the log-barrier form's row multipliers
+    penetration_speed: Optional[np.ndarray] = None   # max(0, -phi / h) per contact
+    # each solved island and its solution (the derivatives differentiate them)
+    parts: tuple = ()
+
+    @property
+    def recovery_fraction(self) -> float:
+        """Return the least fraction of a penetration the step works off (1: all of it)."""
+        if self.slack is None or self.penetration_speed is None:
+            return 1.0
+        deep = self.penetration_speed > 0.0
+        if not deep.any():
+            return 1.0
+        return float(max(0.0, 1.0 - np.max(self.slack[deep] / self.penetration_speed[deep])))
+
+    @property
+    def warm_start_next(self) -> Optional[ContactMemory]:
+        """Return the contacts and impulses the next step's friction bounds come from."""
+        return self.memory
 
 
-QpSolver = Callable[..., QpSolverResult]   # (H, f, A, lower, x_lower, x_upper), qp_backends
+def _friction_cone(value, where: str) -> Optional[str]:
+    """Check qp.friction_cone: exact, pyramid, or None (left out)."""
+    return None if value is None else one_of("exact", "pyramid", what="friction cone")(value,
+                                                                                       where)
 
 
 @dataclass(frozen=True)
@@ -126,31 +155,37 @@ class QpSettings:
 
     log_barrier_weight: Optional[float] = setting(
         None, number(positive=True, none_word="off"),
-        "kappa: solve the log-barrier form of the QP (smoothed contact for planners, "
+        "kappa: solve the log-barrier form of the talk's QP (smoothed contact for planners, "
         "formulations/log_barrier.py); off: the QP")
-    anitescu_lift: bool = setting(
-        False, flag(), "keep Anitescu's lift of sliding contacts (mu h |v_t|); false: remove "
-        "it by a fixed point on the rows' bounds (formulations/sliding_lift.py)")
-    friction_cone: str = setting(
-        "pyramid", one_of("pyramid", "exact", what="friction cone"),
-        "pyramid: friction_directions rows per contact (a QP); exact: the round Coulomb cone "
-        "(an SOCP, formulations/exact_cone.py; no step gradients)")
-    proximal_iterations: int = setting(
-        6, count(), "quasi-static mode: proximal-point iterates that remove the regulariser "
-        "eps M_u's drag on moving objects (formulations/proximal_drag.py); 0: one solve, the "
-        "drag as it is.  The log-barrier form (a smoothing itself) takes none")
+    friction_cone: Optional[str] = setting(
+        None, _friction_cone,
+        "exact: the round Coulomb cone; pyramid: friction_directions rows per contact; left "
+        "out: exact, and the log-barrier form's Anitescu rows (a pyramid)")
+    anitescu_lift: Optional[bool] = setting(
+        None, removed("the step's normal rows are exact and no contact lifts while it "
+                      "slides (issue 30). Fix: delete the key."),
+        "removed (the step has no lift)")
+    proximal_iterations: Optional[int] = setting(
+        None, removed("the regulariser is too small to drag (quasi_static_inertia_ratio, "
+                      "default 1e-6), so no iterates remove it (issue 30). Fix: delete the key."),
+        "removed (no drag to remove)")
+
+    def __post_init__(self):
+        """Refuse the round cone with the log-barrier form, whose rows are Anitescu's."""
+        if self.log_barrier_weight is not None and self.friction_cone == "exact":
+            raise SchemaError("qp.friction_cone", "exact: the log-barrier form "
+                              "(log_barrier_weight) takes Anitescu's rows, a pyramid of "
+                              "friction_directions faces. Fix: delete friction_cone (or set "
+                              "it to pyramid), or delete log_barrier_weight.")
 
 
 class QpFormulation(Formulation):
     """
     The step QP as a formulation plug-in (module docstring; ``formulation: qp``).
 
-    Objects: M_u in quasi-dynamic mode, eps M_u in quasi-static mode
-    (:func:`quasi_static_inertia_scale`, at the initial configuration).  The
-    reference it hands on is the spring reference qbar_a + h v_cmd, kept
-    within each joint's ``max_reference_lead`` (``base.lead_bounded``).
-    ``solver`` is the dense QP solver (DAQP, chosen by
-    ``benchmarks/qp_solvers.py``); a benchmark may wrap it to record the QPs.
+    The reference it hands on is the spring reference qbar_a + h v_cmd, kept
+    within each joint's ``max_reference_lead`` (``base.lead_bounded``); the
+    warm start, its contacts and their impulses (``contact_memory.py``).
     """
 
     name = "qp"
@@ -160,118 +195,154 @@ class QpFormulation(Formulation):
     takes_robot_inertia = True
 
     def __init__(self, facts: ModelFacts, settings: QpSettings):
-        """Fix the objects' inertia scale for the scenario's mode."""
+        """Fix the objects' inertia scale for the scenario's mode, and the islands' units."""
         super().__init__(facts, settings)
-        if settings.friction_cone == "exact":
-            if settings.log_barrier_weight is not None:
-                raise SchemaError("friction_cone", "exact cannot be combined with "
-                                  "log_barrier_weight (the barrier is over the pyramid's "
-                                  "rows). Fix: friction_cone: pyramid, or log_barrier_weight: "
-                                  "off.")
-            if not settings.anitescu_lift:
-                raise SchemaError("friction_cone", "exact keeps Anitescu's lift of sliding "
-                                  "contacts (mu h |v_t|; its removal is for the pyramid "
-                                  "only, formulations/sliding_lift.py). Fix: add "
-                                  "anitescu_lift: true to the qp: block, or friction_cone: "
-                                  "pyramid.")
-            self.gives_gradients = self.checks_one_sided_by_solving = False
-            self.gradients_fix = "qp: {friction_cone: pyramid} (the default), or gradients=False"
         self.inertia_scale = 1.0 if facts.quasi_dynamic else quasi_static_inertia_scale(
             facts.h, facts.stiffness, facts.object_mass_default,
             facts.quasi_static_inertia_ratio)
-        self.solver: QpSolver = solve_daqp
-        self.removes_drag = bool(not facts.quasi_dynamic and settings.proximal_iterations > 0
-                                 and settings.log_barrier_weight is None
-                                 and len(facts.object_v_idx))
-        self.object_runs = object_runs(facts)
+        self.cone = PYRAMID if settings.friction_cone == "pyramid" else ROUND
+        self.unit_of_v, self.object_units, self.robot_units = _units(facts)
+        self.unit_names = facts.object_names + facts.robot_names
+        self.penalty = RECOVERY_PRICE * (facts.h * facts.object_weight + facts.h * float(
+            np.sum(facts.stiffness * facts.max_lead)) + 1e-3)
 
+    # ----- the step -----------------------------------------------------------------------
     def solve(self, problem: StepProblem, contacts: ContactSet,
-              warm_start=None) -> QpSolution:
-        """Assemble Q and b for robots as springs and solve the step QP (with its centres)."""
+              warm_start: Optional[ContactMemory] = None) -> QpSolution:
+        """Solve the step's islands (module docstring); the warm start bounds the friction."""
         cost = self._cost(problem)
-        if self.removes_drag:
-            return self._solve_proximal(cost, problem, contacts)
-        return self._solve_cost(cost, problem, contacts)
-
-    def _solve_proximal(self, cost: QpCost, problem: StepProblem,
-                        contacts: ContactSet) -> QpSolution:
-        """
-        Solve the plain step QP, then its proximal iterates (``proximal_drag.py``).
-
-        An iterate is first predicted on the last full solve's active set
-        (``active_set_step.py``: the same solution to round-off where it
-        holds), else solved in full.  The projection P is built only where
-        an object moves: the plain solve's whole drag (rotation included)
-        bounds its translational drag, and below SETTLED it is reported.
-        """
-        facts, M_u = self.facts, problem.M_u
-        identity = np.eye(len(facts.object_v_idx))
-        projection: list = []             # P, once an object moves
-
-        def translation() -> np.ndarray:
-            if not projection:
-                projection.append(self._projection(problem))
-            return projection[0]
-        predicts = self.settings.friction_cone == "pyramid"
-        rows = friction_cone_rows(contacts) if predicts else None
-        last_full: dict = {}
-
-        def solve_from(previous: Optional[QpSolution]) -> QpSolution:
-            centre = (np.zeros(len(facts.object_v_idx)) if previous is None
-                      else translation() @ previous.v[facts.object_v_idx])
-            shift = self._centre_shift(M_u, centre)       # b_u's change from b's
-            solution = (self._predicted(last_full, cost, shift, problem, contacts, rows)
-                        if previous is not None and predicts else None)
-            if solution is None:
-                solution = self._solve_cost(self._shifted(cost, shift), problem, contacts,
-                                            None if previous is None
-                                            else previous.sliding_speeds, rows)
-                last_full.clear()
-                last_full.update(solution=solution, shift=shift)
-            if solution.v is None:
-                return solution
-            v_u = solution.v[facts.object_v_idx]
-            drag = drag_fractions(self.inertia_scale, M_u, identity, v_u, centre, facts.h,
-                                  self.object_runs)
-            if previous is not None or np.max(drag, initial=0.0) > SETTLED:
-                drag = drag_fractions(self.inertia_scale, M_u, translation(), v_u, centre,
-                                      facts.h, self.object_runs)
-            return replace(solution, proximal_centre=None if previous is None else centre,
-                           proximal_previous=previous,
-                           drag_fraction=float(np.max(drag, initial=0.0)))
-
-        return proximal_solve(solve_from, self.settings.proximal_iterations)
-
-    def _predicted(self, last_full: dict, cost: QpCost, shift: np.ndarray,
-                   problem: StepProblem, contacts: ContactSet,
-                   rows: tuple) -> Optional[QpSolution]:
-        """Return the step with b_u shifted, predicted on the last full solve's active set."""
-        full = last_full.get("solution")
-        if full is None or full.v is None:
-            return None
+        if self.settings.log_barrier_weight is not None:
+            return self._solve_barrier(cost, problem, contacts)
         start = time.perf_counter()
-        facts, (A, index) = self.facts, rows
-        if "response" not in last_full:
-            last_full["response"] = response(
-                cost.Q, self._shifted(cost, last_full["shift"]).b, A, index, contacts,
-                facts.h, problem.v_lower, problem.v_upper, full.v, full.duals,
-                full.sliding_speeds, facts.object_v_idx)
-        base = last_full["response"]
-        if base is None:
-            return None
-        found = predicted(base, shift - last_full["shift"], cost.Q, A, index, contacts,
-                          facts.h, problem.v_lower, problem.v_upper, facts.object_v_idx)
-        if found is None:
-            return None
-        v, duals, speeds = found
-        return QpSolution(v, contact_impulses(contacts, index, duals), "optimal",
-                          time.perf_counter() - start, len(duals), duals,
-                          sliding_speeds=speeds, lift_iterations=0)
+        found = recall(warm_start, contacts)
+        friction = contacts.mu * lagged_impulses(contacts, warm_start, found)
+        lower, upper = self._trust_bounds(problem)
+        J_t = tangent_rows(contacts.J_f, contacts.n_c, contacts.n_d)
+        rows = np.abs(contacts.J_n) + np.abs(contacts.J_f).reshape(
+            contacts.n_c, contacts.n_d, self.facts.n_v).sum(axis=1)
+        islands = find_islands(self.unit_of_v, len(self.unit_names), self.robot_units, rows)
+        n_v = self.facts.n_v
+        v = np.zeros(n_v)
+        normal, slack = np.zeros(contacts.n_c), np.zeros(contacts.n_c)
+        impulses = np.zeros((contacts.n_c, 3))
+        asleep, solved, sleeping, iterations, status = set(), 0, 0, 0, "optimal"
+        parts: list = []
+        for island in islands:
+            names = [self.unit_names[u] for u in island.units]
+            if self._sleeps(island, names, warm_start, problem):
+                sleeping += 1
+                asleep.update(names)
+                kept = found[island.contacts]
+                known = kept >= 0
+                normal[island.contacts[known]] = warm_start.normal_impulse[kept[known]]
+                impulses[island.contacts[known]] = warm_start.impulse_W[kept[known]]
+                continue
+            answer = solve_island(self._island_data(island, cost, contacts, J_t, friction,
+                                                    lower, upper))
+            parts.append((island, answer))
+            solved += 1
+            iterations += answer.iterations
+            if answer.v is None:
+                status = answer.status
+                break
+            v[island.v_idx] = answer.v
+            normal[island.contacts] = answer.normal
+            slack[island.contacts] = answer.slack
+            impulses[island.contacts] = self._impulses_W(contacts, island.contacts, answer)
+            if not island.driven and self._at_rest(problem, island, answer.v):
+                v[island.v_idx] = 0.0
+                asleep.update(names)
+        spent = time.perf_counter() - start
+        if status != "optimal":
+            return QpSolution(None, np.zeros((contacts.n_c, 3)), status, spent,
+                              iterations=iterations, islands=solved, sleeping=sleeping)
+        memory = ContactMemory.of(contacts, normal, impulses, frozenset(asleep), v)
+        return QpSolution(v, impulses, "optimal", spent, normal_impulses=normal,
+                          friction_bounds=friction, slack=slack, islands=solved,
+                          sleeping=sleeping, iterations=iterations, memory=memory,
+                          penetration_speed=np.maximum(-contacts.phi / self.facts.h, 0.0),
+                          parts=tuple(parts))
 
-    def _projection(self, problem: StepProblem) -> np.ndarray:
-        """Return P, the proximal centre's projection onto translation (``proximal_drag``)."""
-        return translation_projection(problem.M_u,
-                                      rotation_rows(problem.J_w, self.facts.object_v_idx))
+    def _island_data(self, island, cost: QpCost, contacts: ContactSet, J_t: np.ndarray,
+                     friction: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> IslandData:
+        """Return one island's problem (conic_step.py)."""
+        ix, ic = island.v_idx, island.contacts
+        J_f = contacts.J_f.reshape(contacts.n_c, contacts.n_d, self.facts.n_v)
+        return IslandData(
+            Q=cost.Q[np.ix_(ix, ix)], b=cost.b[ix], lower=lower[ix], upper=upper[ix],
+            phi_h=contacts.phi[ic] / self.facts.h, J_n=contacts.J_n[np.ix_(ic, ix)],
+            J_t=J_t[ic][:, :, ix], J_f=J_f[ic][:, :, ix], friction=friction[ic],
+            cone=self.cone, penalty=self.penalty)
+
+    def _islands_data(self, problem: StepProblem, contacts: ContactSet, friction: np.ndarray,
+                      parts: tuple) -> list:
+        """Return the problem of each of ``parts``' islands, from the step's data."""
+        cost = self._cost(problem)
+        lower, upper = self._trust_bounds(problem)
+        J_t = tangent_rows(contacts.J_f, contacts.n_c, contacts.n_d)
+        return [self._island_data(island, cost, contacts, J_t, friction, lower, upper)
+                for island, _ in parts]
+
+    @staticmethod
+    def _impulses_W(contacts: ContactSet, ic: np.ndarray,
+                    answer: IslandSolution) -> np.ndarray:
+        """Return each contact's impulse on B by A in the world: lambda n + friction."""
+        n = contacts.normal_W[ic]
+        impulse = answer.normal[:, None] * n
+        if answer.friction.shape[1] == 2:                  # round: along t1, t2 = n x t1
+            t1 = contacts.tangents_W[ic, 0]
+            impulse += answer.friction[:, :1] * t1 + answer.friction[:, 1:] * np.cross(n, t1)
+        else:                                              # pyramid: beta_j d_j
+            impulse += np.einsum("kj,kjx->kx", answer.friction, contacts.tangents_W[ic])
+        return impulse
+
+    def _sleeps(self, island, names: list, warm_start: Optional[ContactMemory],
+                problem: StepProblem) -> bool:
+        """Return whether an island sleeps: no robot, its objects asleep, no force applied."""
+        if island.driven or warm_start is None or not names:
+            return False
+        if not all(name in warm_start.asleep for name in names):
+            return False
+        return problem.tau_ext is None or not np.any(problem.tau_ext[island.v_idx])
+
+    def _at_rest(self, problem: StepProblem, island, v_island: np.ndarray) -> bool:
+        """Return whether no point of the island's bodies moves by REST in the step."""
+        v = np.zeros(self.facts.n_v)
+        v[island.v_idx] = v_island
+        shift, turn = body_motions(problem.J_w, problem.J_v, problem.body_radii, v,
+                                   self.facts.h)
+        return float(np.max(np.linalg.norm(shift, axis=1) + turn, initial=0.0)) <= REST
+
+    def _trust_bounds(self, problem: StepProblem) -> tuple[np.ndarray, np.ndarray]:
+        """
+        Return the joint limits' bounds on v', with the objects' trust region (docstring).
+
+        Object velocity j moves its bodies' origins by at most h |J_v,j| |v_j|
+        and turns their points by at most h R |J_w,j| |v_j|.  The turn may be
+        at most rho = max(TRUST_FRACTION x the detection tolerance,
+        TRUST_MARGIN x how far the robots' references move their points this
+        step), so that a pushed or carried object keeps up with the robot; the
+        shift may be at most the larger of rho and |g| h^2, so that an
+        unsupported object falls as gravity takes it from rest.  Gravity gives
+        no turn: a box tipping over an edge turns by rho / R a step, and its
+        contact rows stay within their linearisation.
+        """
+        facts = self.facts
+        rho = problem.trust * max(TRUST_FRACTION * min(facts.detection_tolerance, 1.0),
+                                  TRUST_MARGIN * robot_sweep(problem, facts))
+        rho_shift = max(rho, problem.trust * float(np.linalg.norm(facts.gravity)) * facts.h ** 2)
+        lower, upper = problem.v_lower.copy(), problem.v_upper.copy()
+        if not len(facts.object_v_idx):
+            return lower, upper
+        shift = np.linalg.norm(problem.J_v, axis=1).max(axis=0, initial=0.0)
+        turn = (problem.body_radii[:, None]
+                * np.linalg.norm(problem.J_w, axis=1)).max(axis=0, initial=0.0)
+        with np.errstate(divide="ignore"):
+            limit = np.minimum(rho_shift / (facts.h * shift), rho / (facts.h * turn))
+        idx = facts.object_v_idx
+        lower[idx] = np.maximum(lower[idx], -limit[idx])
+        upper[idx] = np.minimum(upper[idx], limit[idx])
+        return lower, upper
 
     def _cost(self, problem: StepProblem) -> QpCost:
         """Return the step QP's Q and b (module docstring), robots' inertia included."""
@@ -285,151 +356,66 @@ class QpFormulation(Formulation):
         return with_robot_inertia(cost, facts.h, facts.robot_v_idx, facts.robot_damping,
                                   problem.M_a, problem.v_a, problem.v_cmd)
 
-    def _centre_shift(self, M_u: np.ndarray, centre: np.ndarray) -> np.ndarray:
-        """Return b_u's change -eps M_u c for the proximal centre c (``proximal_drag.py``)."""
-        return -self.inertia_scale * (M_u @ centre)
-
-    def _shifted(self, cost: QpCost, shift: np.ndarray) -> QpCost:
-        """Return the cost with b_u changed by ``shift``."""
-        b = cost.b.copy()
-        b[self.facts.object_v_idx] += shift
-        return QpCost(cost.Q, b)
-
-    def _solve_cost(self, cost: QpCost, problem: StepProblem, contacts: ContactSet,
-                    speeds: Optional[np.ndarray] = None,
-                    rows: Optional[tuple] = None) -> QpSolution:
-        """Solve the step QP with this cost (the pyramid's fixed point, the cone, the barrier)."""
-        facts = self.facts
+    # ----- the log-barrier form ------------------------------------------------------------
+    def _solve_barrier(self, cost: QpCost, problem: StepProblem,
+                       contacts: ContactSet) -> QpSolution:
+        """Solve the log-barrier form of the talk's QP (``log_barrier.py``)."""
         kappa = self.settings.log_barrier_weight
-        if self.settings.friction_cone == "exact":
-            return self._solve_cones(cost, contacts, problem)
-        if kappa is None and self.settings.anitescu_lift:
-            return solve_qp_step(cost, contacts, facts.h, problem.v_lower, problem.v_upper,
-                                 self.solver, rows=rows)
-        if kappa is None:
-            if rows is None:                         # the same for every solve of the step
-                rows = friction_cone_rows(contacts)
-            start = speeds       # a nearby fixed point's speeds (the last proximal iterate's)
-            solution, speeds, iterations, residual = fixed_point(
-                lambda s: solve_qp_step(cost, contacts, facts.h, problem.v_lower,
-                                        problem.v_upper, self.solver, s, rows),
-                lambda solution, s: self._newton(cost, contacts, rows, problem, solution, s),
-                contacts, facts.h, start)
-            return replace(solution, sliding_speeds=speeds, lift_iterations=iterations,
-                           lift_residual=residual)
-        A, index = friction_cone_rows(contacts)
-        lower = -contacts.phi[index[:, 0]] / facts.h if len(index) else np.zeros(0)
+        A, index = anitescu.friction_cone_rows(contacts)
+        lower = -contacts.phi[index[:, 0]] / self.facts.h if len(index) else np.zeros(0)
         start = time.perf_counter()
         result = solve_log_barrier(cost.Q, cost.b, A, lower, problem.v_lower,
                                    problem.v_upper, kappa)
         spent = time.perf_counter() - start
         if result.x is None:
-            return QpSolution(None, np.zeros((contacts.n_c, 3)), result.status, spent,
-                              len(lower))
-        return QpSolution(result.x, contact_impulses(contacts, index, result.duals),
-                          "optimal", spent, len(lower), result.duals)
+            return QpSolution(None, np.zeros((contacts.n_c, 3)), result.status, spent)
+        return QpSolution(result.x, anitescu.contact_impulses(contacts, index, result.duals),
+                          "optimal", spent, duals=result.duals)
 
-    def _solve_cones(self, cost: QpCost, contacts: ContactSet,
-                     problem: StepProblem) -> QpSolution:
-        """Solve the step with exact cones (``exact_cone.py``), Anitescu's lift kept."""
-        result = solve_cones(cost.Q, cost.b, contacts, self.facts.h, problem.v_lower,
-                             problem.v_upper)
-        if result.v is None:
-            return QpSolution(None, np.zeros((contacts.n_c, 3)), result.status,
-                              result.solve_time)
-        return QpSolution(result.v, cone_impulses(contacts, result.z), "optimal",
-                          result.solve_time, contacts.n_c, cone_multipliers=result.z)
-
-    def _newton(self, cost: QpCost, contacts: ContactSet, rows: tuple, problem: StepProblem,
-                solution: QpSolution, speeds: np.ndarray) -> np.ndarray:
-        """Return the Newton update's v of the sliding-lift fixed point (sliding_lift.py)."""
-        A, index = rows
-        lower = row_bounds(contacts, index, self.facts.h, speeds)
-        active = active_set(cost.Q, cost.b, A, lower, problem.v_lower, problem.v_upper,
-                            solution.v, solution.duals)
-        return newton_velocity(cost.Q, cost.b, A, index, contacts, self.facts.h, solution.v,
-                               active, problem.v_lower, problem.v_upper)
+    def barrier_data(self, problem: StepProblem, contacts: ContactSet) -> tuple:
+        """Return (Q, b, A, lower, v_lower, v_upper) of the log-barrier form's QP."""
+        cost = self._cost(problem)
+        A, index = anitescu.friction_cone_rows(contacts)
+        lower = -contacts.phi[index[:, 0]] / self.facts.h if len(index) else np.zeros(0)
+        return cost.Q, cost.b, A, lower, problem.v_lower, problem.v_upper
 
     def solution_derivative(self, problem: StepProblem, contacts: ContactSet,
                             solution: QpSolution, changes: list, delta: float
-                            ) -> tuple[np.ndarray, bool]:
+                            ) -> tuple[np.ndarray, np.ndarray]:
         """
-        Return dv'/dtheta from the KKT conditions with central differences of the QP's data.
+        Return dv'/dtheta and which columns are one-sided (``Formulation``).
 
-        With the data's change dQ, db, dA, dl per parameter, the KKT
-        conditions at (v', beta) give the change of the objective's linear
-        term df = dQ v' + db - dA^T beta and of the rows' bound
-        dl - dA v' (``qp_sensitivity``).  A parameter whose changed step has
-        other contact rows (a contact appears or goes) has no derivative:
-        its column is zero and the result is flagged one-sided.  A change
-        that keeps the step's contacts (a command's) keeps its rows: only
-        the cost and the bounds are built again.  The flags are per column.
-        Without Anitescu's lift
-        (``sliding_lift.py``) the rows' bounds depend on v' through the
-        sliding speeds: at a changed step they are those of v' on its rows,
-        and the tight rows linearise with ``constraint_rows``.
+        Each solved island's conditions at its solution, differentiated
+        (``conic_step.island_derivative``), with the friction bounds (the last
+        step's impulses) held; a sleeping island is not solved, and does not
+        move under a small change.
         """
         if self.settings.log_barrier_weight is not None:
             return self._barrier_derivative(problem, contacts, solution, changes, delta)
-        P = self._projection(problem) if solution.proximal_previous is not None else None
-        return self._iterate_derivative(problem, contacts, solution, changes, delta, P)
-
-    def _iterate_derivative(self, problem: StepProblem, contacts: ContactSet,
-                            solution: QpSolution, changes: list, delta: float,
-                            P: Optional[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        """
-        Return dv'/dtheta of one solve of the step (``solution_derivative``), chained.
-
-        A proximal iterate's centre P v_u^(k-1) moves with the iterate before
-        it: its derivative enters the linear term as -eps M_u P dv_u^(k-1).
-        """
-        v, beta, speeds = solution.v, solution.duals, solution.sliding_speeds
-        previous = (None if solution.proximal_previous is None
-                    else solution.proximal_previous.v[self.facts.object_v_idx])
-        base = self._kkt_data(problem, contacts, speeds=speeds, previous=previous)
-        Q, b, A, lower, v_lower, v_upper = base
-        active = active_set(Q, b, A, lower, v_lower, v_upper, v, beta)
-        A_c, tie = A, False
-        if speeds is not None:
-            A_c, tie = constraint_rows(contacts, A, friction_cone_rows(contacts)[1], v)
-        n, k = len(v), len(changes)
-        df, dl = np.zeros((n, k)), np.zeros((len(lower), k))
-        d_lower, d_upper = np.zeros((n, k)), np.zeros((n, k))
-        broken = np.full(k, tie)
-        if previous is not None:
-            d_before, broken_before = self._iterate_derivative(
-                problem, contacts, solution.proximal_previous, changes, delta, P)
-            df[self.facts.object_v_idx] += self._centre_shift(
-                problem.M_u, P @ d_before[self.facts.object_v_idx])
-            broken |= broken_before
-        for j, (plus, minus) in enumerate(changes):
-            high, low = (self._kkt_data(*step, rows=base if step[1] is contacts else None,
-                                        speeds=None if speeds is None
-                                        else sliding_speeds(step[1], v), previous=previous)
-                         for step in (plus, minus))
-            if high[2].shape != A.shape or low[2].shape != A.shape:
-                broken[j] = True
-                continue
-            dQ, db, dlo, dhi = (central_difference(high[i], low[i], delta) for i in (0, 1, 4, 5))
-            df[:, j] += dQ @ v + db
-            if high[2] is not A or low[2] is not A:     # the rows changed too
-                dA, d_rows = (central_difference(high[i], low[i], delta) for i in (2, 3))
-                df[:, j] -= dA.T @ beta
-                dl[:, j] = d_rows - dA @ v
-            d_lower[:, j], d_upper[:, j] = dlo, dhi
-        derivative = solution_derivative(Q, A, active, df, dl, d_lower, d_upper, A_c)
-        return derivative.dx, derivative.one_sided | broken
+        k = len(changes)
+        dv, one_sided = np.zeros((self.facts.n_v, k)), np.zeros(k, dtype=bool)
+        friction = solution.friction_bounds
+        base = self._islands_data(problem, contacts, friction, solution.parts)
+        sides = [(self._islands_data(*plus, friction, solution.parts),
+                  self._islands_data(*minus, friction, solution.parts))
+                 for plus, minus in changes]
+        for i, (island, answer) in enumerate(solution.parts):
+            d, sided = island_derivative(base[i], answer,
+                                         [(high[i], low[i]) for high, low in sides], delta)
+            dv[island.v_idx] = d
+            one_sided |= sided
+        return dv, one_sided
 
     def _barrier_derivative(self, problem: StepProblem, contacts: ContactSet,
                             solution: QpSolution, changes: list, delta: float
                             ) -> tuple[np.ndarray, bool]:
-        """Return dv'/dtheta of the log-barrier step (``log_barrier.barrier_derivative``)."""
+        """Return dv'/dtheta of the log-barrier form."""
         kappa, v = self.settings.log_barrier_weight, solution.v
-        Q, b, A, lower, v_lower, v_upper = self._kkt_data(problem, contacts)
+        Q, b, A, lower, v_lower, v_upper = self.barrier_data(problem, contacts)
         G, g = stacked_rows(A, lower, v_lower, v_upper)
         dF, dG, dg, broken = [], [], [], False
         for plus, minus in changes:
-            high, low = self._kkt_data(*plus), self._kkt_data(*minus)
+            high, low = self.barrier_data(*plus), self.barrier_data(*minus)
             G_high, g_high = stacked_rows(*high[2:])
             G_low, g_low = stacked_rows(*low[2:])
             if G_high.shape != G.shape or G_low.shape != G.shape:
@@ -442,35 +428,129 @@ class QpFormulation(Formulation):
                                 np.array(dg).T.reshape(len(g), -1))
         return dx, broken
 
-    def _kkt_data(self, problem: StepProblem, contacts: ContactSet,
-                  rows: Optional[tuple] = None, speeds: Optional[np.ndarray] = None,
-                  previous: Optional[np.ndarray] = None) -> tuple:
-        """
-        Return (Q, b, A, lower, v_lower, v_upper) of the step QP (as ``solve`` builds it).
+    # ----- the warm start and the reference ------------------------------------------------
+    def checked_warm_start(self, warm_start):
+        """Return the warm start (a ContactMemory or None), or raise CommandError."""
+        if warm_start is None or isinstance(warm_start, ContactMemory):
+            return warm_start
+        from quasistatic_drake.errors import CommandError
+        raise CommandError(
+            f"warm_start: formulation 'qp' takes the ContactMemory of its last step (its "
+            f"contacts' impulses, which bound the next step's friction), got "
+            f"{type(warm_start).__name__}. Fix: start from a StepResult's state_next, or "
+            "sim.initial_state().")
 
-        ``rows``: data of a step with the same contacts, whose A and lower are
-        reused; ``speeds``: the sliding speeds that shift the rows' bounds;
-        ``previous``: the last proximal iterate's v_u, whose projection is the
-        centre that shifts b (``proximal_drag.py``).
+    def linearisation_velocity(self, warm_start: Optional[ContactMemory]):
+        """Return the last step's v' (the next step linearises halfway along it), or None."""
+        return None if warm_start is None else warm_start.velocity
+
+    def gap_offsets(self, warm_start: Optional[ContactMemory]) -> dict:
+        """Return the gap offsets the last step ended with ({} without a warm start)."""
+        return {} if warm_start is None or warm_start.offsets is None else warm_start.offsets
+
+    def with_gap_offsets(self, warm_start: Optional[ContactMemory],
+                         offsets: dict) -> Optional[ContactMemory]:
+        """Return the memory with ``offsets`` kept for the next step."""
+        return None if warm_start is None else replace(warm_start, offsets=dict(offsets))
+
+    def settled_warm_start(self, problem: StepProblem,
+                           contacts: ContactSet) -> Optional[ContactMemory]:
         """
-        facts = self.facts
-        cost = self._cost(problem)
-        if previous is not None:
-            cost = self._shifted(cost, self._centre_shift(
-                problem.M_u, self._projection(problem) @ previous))
-        if rows is not None:
-            A, lower = rows[2], rows[3]
-        else:
-            A, index = friction_cone_rows(contacts)
-            lower = row_bounds(contacts, index, facts.h, np.zeros(contacts.n_c)
-                               if speeds is None else speeds)
-        return cost.Q, cost.b, A, lower, problem.v_lower, problem.v_upper
+        Return the warm start of a scene at q under zero commands: its contacts at rest.
+
+        A first state has no last step to take friction bounds from, so its
+        zero-command step is solved again with the bounds its own impulses
+        give, until a solve moves nothing further than the last (SETTLED), at
+        most SETTLE_ITERATIONS times: a box on a slope starts held by its
+        friction, not sliding for a step.
+        """
+        if self.settings.log_barrier_weight is not None:
+            return None                       # Anitescu's rows need no friction bounds
+        memory, last = None, None
+        for _ in range(SETTLE_ITERATIONS):
+            solution = self.solve(problem, contacts, memory)
+            if solution.v is None:
+                return memory
+            memory = replace(solution.memory, asleep=frozenset(), velocity=None)
+            if last is not None and self.facts.h * np.max(
+                    np.abs(solution.v - last), initial=0.0) <= SETTLED:
+                break
+            last = solution.v
+        return memory
 
     def next_reference(self, problem: StepProblem, q_a_next: np.ndarray,
                        solution: StepSolution) -> tuple[np.ndarray, bool]:
         """Return the spring reference qbar_a + h v_cmd, within max_reference_lead of q_a'."""
         return lead_bounded(spring_reference(problem, self.facts.h), q_a_next,
                             self.facts.max_lead)
+
+
+def lagged_impulses(contacts: ContactSet, memory: Optional[ContactMemory],
+                    found: np.ndarray) -> np.ndarray:
+    """
+    Return each contact's lagged normal impulse: its geometry pair's, shared evenly [N s].
+
+    Rigid contacts that share a load (a box's four corners on a table)
+    have no unique impulses: the step's solution holds for a family of
+    them, and the one a solver returns moves with its round-off.  So each
+    pair's impulse of the last step, which is unique, is shared evenly among
+    its contacts found again that carried any of it (the uniform pressure
+    of quasi-static pushing); a new contact, or one that carried nothing,
+    has none.  An impulse at the solver's round-off (NO_IMPULSE of the
+    largest) is none.
+    """
+    impulses = np.zeros(contacts.n_c)
+    if memory is None or not memory.size or not contacts.n_c:
+        return impulses
+    known = found >= 0
+    last = np.where(known, memory.normal_impulse[np.maximum(found, 0)], 0.0)
+    loaded = known & (last > NO_IMPULSE * np.max(last, initial=0.0))
+    if not loaded.any():
+        return impulses
+    keys = contacts.pair_keys()
+    totals: dict = {}
+    counts: dict = {}
+    for i in np.flatnonzero(loaded):
+        totals[keys[i]] = totals.get(keys[i], 0.0) + last[i]
+        counts[keys[i]] = counts.get(keys[i], 0) + 1
+    for i in np.flatnonzero(loaded):
+        impulses[i] = totals[keys[i]] / counts[keys[i]]
+    return impulses
+
+
+def robot_sweep(problem: StepProblem, facts: ModelFacts) -> float:
+    """
+    Return how far the robots' references move any of their points this step [m].
+
+    The joints' target displacement is qbar_a' - q_a, within what their
+    velocity limits let them move in the step (a command of 93 m/s moves
+    pads limited to 1 m/s by 0.1 m); body b moves by at most
+    |J_v,b dq| + R_b |J_w,b dq| for it (first order).
+    """
+    if not len(facts.robot_v_idx):
+        return 0.0
+    dq = np.zeros(facts.n_v)
+    idx = facts.robot_v_idx
+    dq[idx] = np.clip(spring_reference(problem, facts.h) - problem.q_a,
+                      facts.h * problem.v_lower[idx], facts.h * problem.v_upper[idx])
+    shift, turn = body_motions(problem.J_w, problem.J_v, problem.body_radii, dq / facts.h,
+                               facts.h)
+    return float(np.max(np.linalg.norm(shift, axis=1) + turn, initial=0.0))
+
+
+def _units(facts: ModelFacts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return each velocity's model (objects first, then robots), and the two kinds' models."""
+    unit = -np.ones(facts.n_v, dtype=np.int64)
+    offset, k = 0, 0
+    for size in facts.object_sizes:
+        unit[facts.object_v_idx[offset:offset + size]] = k
+        offset, k = offset + size, k + 1
+    objects = np.arange(k)
+    offset = 0
+    for size in facts.robot_sizes:
+        unit[facts.robot_v_idx[offset:offset + size]] = k
+        offset, k = offset + size, k + 1
+    return unit, objects, np.arange(len(facts.object_sizes), k)
 
 
 def qp_cost(n_v: int, h: float, robot_v_idx: np.ndarray, stiffness: np.ndarray,
@@ -530,74 +610,3 @@ def quasi_static_inertia_scale(h: float, stiffness: np.ndarray, M_u: np.ndarray,
 
 
 NOMINAL_STIFFNESS = 1000.0   # [N/m] the quasi-static inertia scale's K when there is no robot
-
-
-def friction_cone_rows(contacts: ContactSet) -> tuple[np.ndarray, np.ndarray]:
-    """
-    Return the rows J_n,i + mu_i J_f,ij of Anitescu's constraints and each row's (i, j).
-
-    A frictionless contact gets a single row J_n,i (its n_d rows would coincide);
-    its j is -1.
-    """
-    return _cone_rows(contacts.J_n, contacts.J_f, contacts.mu, contacts.n_d)
-
-
-@numba.njit(cache=True)
-def _cone_rows(J_n, J_f, mu, n_d):
-    n_rows = 0
-    for i in range(mu.shape[0]):
-        n_rows += n_d if mu[i] > 0.0 else 1
-    A = np.empty((n_rows, J_n.shape[1]))
-    index = np.empty((n_rows, 2), dtype=np.int64)
-    r = 0
-    for i in range(mu.shape[0]):
-        if mu[i] > 0.0:
-            for j in range(n_d):
-                A[r] = J_n[i] + mu[i] * J_f[i * n_d + j]
-                index[r, 0], index[r, 1] = i, j
-                r += 1
-        else:
-            A[r] = J_n[i]
-            index[r, 0], index[r, 1] = i, -1
-            r += 1
-    return A, index
-
-
-def solve_qp_step(cost: QpCost, contacts: ContactSet, h: float,
-                  v_lower: np.ndarray, v_upper: np.ndarray,
-                  solver: QpSolver = solve_daqp,
-                  speeds: Optional[np.ndarray] = None,
-                  rows: Optional[tuple] = None) -> QpSolution:
-    """
-    Solve the step QP; v_lower <= v' <= v_upper carries joint limits.
-
-    ``speeds``: the sliding speeds the rows' bounds are shifted by
-    (``sliding_lift.row_bounds``); None: Anitescu's rows as they are.
-    ``rows``: ``friction_cone_rows(contacts)``, when the caller has them.
-    """
-    A, index = friction_cone_rows(contacts) if rows is None else rows
-    lower = row_bounds(contacts, index, h, np.zeros(contacts.n_c) if speeds is None
-                       else speeds)
-    result = solver(cost.Q, cost.b, A, lower, v_lower, v_upper)
-    if not result.ok:
-        return QpSolution(None, np.zeros((contacts.n_c, 3)), result.status,
-                          result.solve_time, len(lower))
-    duals = np.maximum(result.duals, 0.0)
-    impulses = contact_impulses(contacts, index, duals)
-    return QpSolution(result.x, impulses, "optimal", result.solve_time, len(lower), duals)
-
-
-def contact_impulses(contacts: ContactSet, index: np.ndarray, beta: np.ndarray) -> np.ndarray:
-    """Return the impulse on B by A per contact, sum_j beta_ij (n_i + mu_i d_ij), world frame."""
-    return _impulses(contacts.normal_W, contacts.tangents_W, contacts.mu, index, beta)
-
-
-@numba.njit(cache=True)
-def _impulses(normal, tangents, mu, index, beta):
-    impulses = np.zeros((normal.shape[0], 3))
-    for r in range(index.shape[0]):
-        i, j = index[r, 0], index[r, 1]
-        impulses[i] += beta[r] * normal[i]
-        if j >= 0:
-            impulses[i] += beta[r] * mu[i] * tangents[i, j]
-    return impulses

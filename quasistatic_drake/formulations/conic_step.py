@@ -1,0 +1,372 @@
+r"""
+The QP step of one contact island: exact normal rows, friction bounded by a lagged impulse.
+
+For the velocities v' of one island (``islands.py``) and its contacts i:
+
+    minimise    1/2 v'^T Q v' + b^T v' + sum_i mu_i lambda_i^- |J_t,i v'| + sum_i p_i sigma_i
+    subject to  phi_i / h + J_n,i v' + sigma_i >= 0,   sigma_i >= 0 (sigma only where phi_i < 0)
+                v_lower <= v' <= v_upper
+
+Q and b are Pang & Tedrake 2021's (robots as springs, objects quasi-static
+or quasi-dynamic; ``qp.py``).  Each contact's normal row is exact: a
+contact that slides does not lift (Anitescu's relaxation, the talk's
+convex QP, lifts it by mu h |v_t|).  Its friction is the maximum-dissipation
+term mu_i lambda_i^- |J_t,i v'| with lambda_i^- the contact's normal impulse
+in the last step (``contact_memory.py``): Drake's "lagged" approximation,
+which keeps the step convex.  |.| is the round Coulomb cone's norm (the
+default; ``friction_cone: pyramid``: the pyramid's, max_j -J_f,ij v').  Its
+dual is the friction impulse f_i with |f_i| <= mu_i lambda_i^-, opposite to
+the slip where the contact slides.  A penetrating contact gets a slack
+sigma_i priced at p_i per unit: where working off all of the penetration
+in one step is impossible (velocity limits, contradictory demands), the
+step works off what it can.
+
+The problem goes to the interior-point method of ``conic_ipm.py`` with the
+velocities scaled to a unit diagonal of Q and every contact's rows to unit
+norm.  This module imports neither Drake nor ROS.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from quasistatic_drake.formulations import conic_ipm
+from quasistatic_drake.formulations.conic_polish import polish
+
+ROUND, PYRAMID = conic_ipm.ROUND, conic_ipm.PYRAMID
+
+
+@dataclass(frozen=True)
+class IslandData:
+    """One island's problem in plain arrays (its velocities and contacts only)."""
+
+    Q: np.ndarray               # (n, n)
+    b: np.ndarray               # (n,)
+    lower: np.ndarray           # (n,) bounds on v' (-inf / inf: none)
+    upper: np.ndarray
+    phi_h: np.ndarray           # (k,) phi / h
+    J_n: np.ndarray             # (k, n)
+    J_t: np.ndarray             # (k, 2, n): the tangent plane's rows (round cone)
+    J_f: np.ndarray             # (k, n_d, n): the pyramid's rows
+    friction: np.ndarray        # (k,) mu_i lambda_i^-, the friction bound [N s]
+    cone: int                   # ROUND or PYRAMID
+    penalty: float              # p of a penetrating contact's slack [N s per m/s]
+
+
+@dataclass(frozen=True)
+class ConicPoint:
+    """The interior-point method's solution (x, s, z) of the scaled problem, and its scales."""
+
+    x: np.ndarray
+    s: np.ndarray
+    z: np.ndarray
+    scale_v: np.ndarray         # v = scale_v x[:n]
+    scale_n: np.ndarray         # each contact's normal row divided by this...
+    scale_f: np.ndarray         # ...and its friction rows by this (both reciprocals)
+
+
+@dataclass(frozen=True)
+class IslandSolution:
+    """The island's v' (None on failure), impulses and how far each penetration was relaxed."""
+
+    v: Optional[np.ndarray]
+    normal: np.ndarray          # (k,) normal impulses [N s]
+    friction: np.ndarray        # (k, 2) along J_t's rows (round) or (k, n_d) per pyramid row
+    slack: np.ndarray           # (k,) sigma [m/s]
+    status: str
+    iterations: int
+    point: Optional[ConicPoint] = None
+
+
+def tangent_rows(J_f: np.ndarray, n_c: int, n_d: int) -> np.ndarray:
+    """
+    Return J_t (n_c, 2, n_v): the rows of t1 and t2 = n x t1, from the balanced J_f.
+
+    d_j = cos(2 pi j / n_d) t1 + sin(2 pi j / n_d) t2 (contact.tangent_directions),
+    so J_t1 = J_f,0 and J_t2 = (J_f,1 - cos(2 pi / n_d) J_f,0) / sin(2 pi / n_d);
+    with n_d = 2 (a planar scene) there is no t2 and its row is zero.
+    """
+    n_v = J_f.shape[1]
+    J_t = np.zeros((n_c, 2, n_v))
+    if n_c == 0:
+        return J_t
+    J = J_f.reshape(n_c, n_d, n_v)
+    J_t[:, 0] = J[:, 0]
+    if n_d > 2:
+        angle = 2.0 * math.pi / n_d
+        J_t[:, 1] = (J[:, 1] - math.cos(angle) * J[:, 0]) / math.sin(angle)
+    return J_t
+
+
+@dataclass(frozen=True)
+class _Compact:
+    """An island's problem as ``conic_ipm.solve_contact_qp`` takes it (scaled, sparse rows)."""
+
+    Q: np.ndarray
+    c_v: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    cptr: np.ndarray
+    cols: np.ndarray
+    Jn: np.ndarray
+    Jt: np.ndarray
+    Jf: np.ndarray
+    h_n: np.ndarray
+    kind: np.ndarray
+    w: np.ndarray
+    slack: np.ndarray
+    penalty: np.ndarray
+
+
+def _scales(data: IslandData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return v's scale (Q's unit diagonal) and each contact's normal and friction row scales."""
+    scale_v = 1.0 / np.sqrt(np.maximum(np.diag(data.Q), 1e-300))
+    scale_n = 1.0 / np.maximum(np.linalg.norm(data.J_n * scale_v, axis=1), 1e-12)
+    tangent = np.linalg.norm(data.J_t * scale_v, axis=2).max(axis=1) if data.cone == ROUND \
+        else np.linalg.norm(data.J_f * scale_v, axis=2).max(axis=1)
+    return scale_v, scale_n, 1.0 / np.maximum(tangent, 1e-12)
+
+
+def _pattern(data: IslandData) -> np.ndarray:
+    """Return the (k, n) mask of the columns each contact's rows touch."""
+    return (np.abs(data.J_n) + np.abs(data.J_t).sum(axis=1) + np.abs(data.J_f).sum(axis=1)) > 0.0
+
+
+def _compact(data: IslandData, scales: tuple, pattern: np.ndarray, kind: np.ndarray,
+             slack: np.ndarray) -> _Compact:
+    """Return the island's problem scaled by ``scales``, its rows on ``pattern``."""
+    scale_v, scale_n, scale_f = scales
+    counts = pattern.sum(axis=1)
+    contact, cols = np.nonzero(pattern)
+    J_t = data.J_t * scale_v * scale_f[:, None, None]
+    J_f = data.J_f * scale_v * scale_f[:, None, None]
+    return _Compact(
+        Q=data.Q * np.outer(scale_v, scale_v), c_v=data.b * scale_v,
+        lower=data.lower / scale_v, upper=data.upper / scale_v,
+        cptr=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+        cols=cols.astype(np.int64),
+        Jn=(data.J_n * scale_v * scale_n[:, None])[contact, cols],
+        Jt=np.ascontiguousarray(J_t.transpose(1, 0, 2)[:, contact, cols]),
+        Jf=np.ascontiguousarray(J_f.transpose(1, 0, 2)[:, contact, cols]),
+        h_n=data.phi_h * scale_n, kind=kind, w=data.friction / scale_f, slack=slack,
+        penalty=np.full(len(data.phi_h), data.penalty) / scale_n)
+
+
+def _structure(data: IslandData) -> tuple[np.ndarray, np.ndarray]:
+    """Return each contact's friction kind (none where its bound is 0) and slack mask."""
+    kind = np.where(data.friction > 0.0, data.cone, conic_ipm.NONE).astype(np.int64)
+    return kind, data.phi_h < 0.0
+
+
+def _dense(p: _Compact, kind: np.ndarray, n_d: int, structure: tuple) -> tuple:
+    """Return the scaled problem's P, c, G and h as dense arrays (``conic_ipm``'s rows)."""
+    normal_row, fric_row, t_var, s_var = structure[0], structure[2], structure[3], structure[4]
+    m_l, soc_start, n_x = structure[7], structure[8], structure[9]
+    m = m_l + 3 * len(soc_start)
+    G = np.empty((m, n_x))
+    unit, column = np.zeros(n_x), np.empty(m)
+    fixed = structure[:7] + (m_l,)
+    for j in range(n_x):
+        unit[j] = 1.0
+        conic_ipm.g_times(unit, column, p.cptr, p.cols, p.Jn, p.Jt, p.Jf, kind, n_d, *fixed)
+        G[:, j] = column
+        unit[j] = 0.0
+    n_v = p.Q.shape[0]
+    P = np.zeros((n_x, n_x))
+    P[:n_v, :n_v] = p.Q
+    c = np.zeros(n_x)
+    c[:n_v] = p.c_v
+    has_t, has_s = t_var >= 0, s_var >= 0
+    c[t_var[has_t]] = p.w[has_t]
+    c[s_var[has_s]] = p.penalty[has_s]
+    h = np.zeros(m)
+    h[normal_row] = p.h_n
+    up_rows, up_vars, low_rows, low_vars = conic_ipm.bound_rows(structure, p.lower, p.upper)
+    h[up_rows] = p.upper[up_vars]
+    h[low_rows] = -p.lower[low_vars]
+    round_cone = kind == ROUND
+    return P, c, G, h, fric_row[round_cone], t_var[round_cone]
+
+
+def solve_island(data: IslandData) -> IslandSolution:
+    """Solve one island's problem (module docstring) with ``conic_ipm.solve_contact_qp``."""
+    n, k = len(data.b), len(data.phi_h)
+    n_d = data.J_f.shape[1]
+    scales = _scales(data)
+    kind, slack = _structure(data)
+    p = _compact(data, scales, _pattern(data), kind, slack)
+    x, s, z, status, iterations = conic_ipm.solve_contact_qp(
+        p.Q, p.c_v, p.lower, p.upper, p.cptr, p.cols, p.Jn, p.Jt, p.Jf, p.h_n, p.kind, n_d,
+        p.w, p.slack, p.penalty)
+    if status != conic_ipm.OPTIMAL:
+        return IslandSolution(None, np.zeros(k), np.zeros((k, 2 if data.cone == ROUND else n_d)),
+                              np.zeros(k), conic_ipm.STATUS[status], iterations)
+    scale_v, scale_n, scale_f = scales
+    layout = conic_ipm.layout(kind, slack, n_d, n, data.lower, data.upper)
+    P, c, G, h, cones, cone_t = _dense(p, kind, n_d, layout)
+    exact = polish(P, c, G, h, layout[7], cones, cone_t, x, s, z)
+    if exact is not None:
+        x, s, z = exact
+    normal_row, fric_row, s_var = layout[0], layout[2], layout[4]
+    normal = scale_n * z[normal_row]
+    width = 2 if data.cone == ROUND else n_d
+    friction = np.zeros((k, width))
+    for i in np.flatnonzero(kind != conic_ipm.NONE):
+        start = fric_row[i] + (1 if data.cone == ROUND else 0)
+        friction[i] = scale_f[i] * z[start:start + width]
+    sigma = np.where(s_var >= 0, x[np.maximum(s_var, 0)], 0.0) / scale_n
+    return IslandSolution(scale_v * x[:n], normal, friction, sigma, "optimal", iterations,
+                          ConicPoint(x, s, z, scale_v, scale_n, scale_f))
+
+
+# a row or cone is weakly active where the smaller of its s and z is at least this fraction of
+# the larger (conic_ipm.weak_rows); its two sides' derivatives agree when they are this close,
+# relative to the largest entry
+WEAK = 1e-3
+SIDES_AGREE = 1e-6
+RCOND = 1e-12      # the linearised conditions' singular values below this (relative) are null
+
+
+def _linearised_conditions(base: _Compact, kind: np.ndarray, n_d: int, structure: tuple,
+                           point: ConicPoint) -> np.ndarray:
+    """
+    Return the matrix of the optimality conditions linearised at the solution (dx, dz, ds).
+
+        [P  G^T  0   ] [dx]
+        [G  0    I   ] [dz]
+        [0  L(s) L(z)] [ds]
+
+    L(u) is u's arrow matrix (u_r on a linear row; [[u0, u1^T], [u1, u0 I]] on
+    a cone): L(s) dz + L(z) ds = 0 is s o z = 0 linearised.  It is built from
+    s and z themselves, not from their scaling: a sliding contact has s and
+    z on their cones' boundaries, where s^T J s is all round-off.
+    """
+    n_v = base.Q.shape[0]
+    m_l, soc_start, n_x = structure[7], structure[8], structure[9]
+    m = m_l + 3 * len(soc_start)
+    G = _dense(base, kind, n_d, structure)[2]
+    K = np.zeros((n_x + 2 * m, n_x + 2 * m))
+    K[:n_v, :n_v] = base.Q
+    K[:n_x, n_x:n_x + m] = G.T
+    K[n_x:n_x + m, :n_x] = G
+    K[n_x:n_x + m, n_x + m:] = np.eye(m)
+    comp = K[n_x + m:]
+    s, z = point.s, point.z
+    for r in range(m_l):
+        top = max(abs(s[r]), abs(z[r]), 1e-300)        # each row scaled to unit size
+        comp[r, n_x + r] = s[r] / top
+        comp[r, n_x + m + r] = z[r] / top
+    for a in soc_start:
+        top = max(np.abs(s[a:a + 3]).max(), np.abs(z[a:a + 3]).max(), 1e-300)
+        for u, offset in ((s, n_x), (z, n_x + m)):
+            arrow = np.diag(np.full(3, u[a])) / top
+            arrow[0, 1:] = arrow[1:, 0] = u[a + 1:a + 3] / top
+            comp[a:a + 3, offset + a:offset + a + 3] = arrow
+    return K
+
+
+def _shares_loads(K: np.ndarray, n_x: int, m: int, point: ConicPoint, m_l: int,
+                  soc_start: np.ndarray) -> bool:
+    """
+    Return whether the active rows are dependent: contacts that share a load.
+
+    A box's four corners on a table, or a pad's on a box, hold it with
+    impulses that are not unique.  Under a change of the rows (a tilt) some
+    of them may unload, on one side and not the other: such a column's
+    derivative is checked by solving again (``step_gradients.sides_compared``).
+    """
+    s, z = point.s, point.z
+    active = [r for r in range(m_l) if z[r] > s[r]]
+    for a in soc_start:
+        if z[a] - np.hypot(z[a + 1], z[a + 2]) > 1e-6 * z[a]:
+            active.extend((a, a + 1, a + 2))
+    if not active:
+        return False
+    G_A = K[n_x:n_x + m, :n_x][active]
+    return np.linalg.matrix_rank(G_A, tol=RCOND * max(np.abs(G_A).max(), 1e-300)) < len(active)
+
+
+def island_derivative(data: IslandData, solution: IslandSolution, changes: list,
+                      delta: float) -> tuple[np.ndarray, np.ndarray]:
+    """
+    Return dv'/dtheta (n x k) of a solved island, and which columns are one-sided.
+
+    ``changes`` holds per theta_j the island's data at theta_j + delta and
+    theta_j - delta (the same contacts, in the same order).  The solution's
+    conditions P x + c + G^T z = 0, G x + s = h, s o z = 0 (s, z in their
+    cones) differentiate to
+
+        P dx + G^T dz = -(dP x + dc + dG^T z),   G dx + ds = dh - dG x,
+        L(s) dz + L(z) ds = 0           (``_linearised_conditions``),
+
+    with dP, dc, dG, dh the central differences of the data (the friction
+    bounds, the lagged impulses, held).  Where a row is weakly active (a
+    contact just touching with no impulse) its two sides are solved, the row
+    held active and inactive, and a column where they differ is one-sided;
+    where a cone is (a contact at the edge of sliding), every column that
+    moves the island is; where the active rows are dependent (contacts that
+    share a load), every column that changes the rows is (``_shares_loads``).
+    """
+    point = solution.point
+    n, k, n_d = len(data.b), len(changes), data.J_f.shape[1]
+    scales = (point.scale_v, point.scale_n, point.scale_f)
+    pattern = _pattern(data)
+    for plus, minus in changes:
+        pattern = pattern | _pattern(plus) | _pattern(minus)
+    kind, slack = _structure(data)
+    base = _compact(data, scales, pattern, kind, slack)
+    structure = conic_ipm.layout(kind, slack, n_d, n, data.lower, data.upper)
+    m_l, soc_start, n_x = structure[7], structure[8], structure[9]
+    m = m_l + 3 * len(soc_start)
+    RX, RZ = np.zeros((n_x, k)), np.zeros((m, k))
+    zeros = np.zeros_like(base.Jn), np.zeros_like(base.Jt), np.zeros_like(base.Jf)
+    constant_gt, constant_g = np.empty(n_x), np.empty(m)
+    fixed = structure[:7] + (m_l,)
+    conic_ipm.gt_times(point.z, constant_gt, base.cptr, base.cols, *zeros, kind, n_d, *fixed)
+    conic_ipm.g_times(point.x, constant_g, base.cptr, base.cols, *zeros, kind, n_d, *fixed)
+    gt, g = np.empty(n_x), np.empty(m)
+    for j, (plus, minus) in enumerate(changes):
+        high = _compact(plus, scales, pattern, kind, slack)
+        low = _compact(minus, scales, pattern, kind, slack)
+        dJn, dJt, dJf = ((high.Jn - low.Jn) / (2 * delta), (high.Jt - low.Jt) / (2 * delta),
+                         (high.Jf - low.Jf) / (2 * delta))
+        conic_ipm.gt_times(point.z, gt, base.cptr, base.cols, dJn, dJt, dJf, kind, n_d,
+                           *fixed)
+        conic_ipm.g_times(point.x, g, base.cptr, base.cols, dJn, dJt, dJf, kind, n_d, *fixed)
+        RX[:, j] = -(gt - constant_gt)
+        RX[:n, j] -= ((high.Q - low.Q) @ point.x[:n] + high.c_v - low.c_v) / (2 * delta)
+        dh = np.zeros(m)
+        dh[structure[0]] = (high.h_n - low.h_n) / (2 * delta)
+        bounds = conic_ipm.bound_rows(structure, data.lower, data.upper)
+        dh[bounds[0]] = (high.upper - low.upper)[bounds[1]] / (2 * delta)
+        dh[bounds[2]] = -(high.lower - low.lower)[bounds[3]] / (2 * delta)
+        RZ[:, j] = dh - (g - constant_g)
+    RX[~np.isfinite(RX)] = 0.0
+    RZ[~np.isfinite(RZ)] = 0.0
+
+    K = _linearised_conditions(base, kind, n_d, structure, point)
+    rhs = np.vstack([RX, RZ, np.zeros((m, k))])
+
+    def solve(held: np.ndarray) -> np.ndarray:
+        matrix = K.copy()
+        for r in np.flatnonzero(held):            # a row's side: ds_r = 0 or dz_r = 0
+            matrix[n_x + m + r] = 0.0
+            matrix[n_x + m + r, (n_x + m + r) if held[r] == 1 else (n_x + r)] = 1.0
+        # least squares: where contacts share a load (a box's four corners on a
+        # table) their impulses are not unique and the matrix is singular; v' is
+        return np.linalg.lstsq(matrix, rhs, rcond=RCOND)[0][:n]
+    rows, cone = conic_ipm.weak_rows(point.s, point.z, m_l, soc_start, WEAK)
+    DX = solve(np.zeros(m_l, dtype=np.int64))
+    one_sided = np.full(k, cone) & np.any(DX != 0.0, axis=0)
+    if _shares_loads(K, n_x, m, point, m_l, soc_start):
+        one_sided |= np.any(RZ != 0.0, axis=0)  # a change of G or h may unload one of them
+    if rows.any():
+        active = solve(np.where(rows, 1, 0))
+        inactive = solve(np.where(rows, 2, 0))
+        size = 1.0 + np.abs(DX).max(axis=0)
+        one_sided |= np.abs(active - inactive).max(axis=0) > SIDES_AGREE * size
+    return point.scale_v[:, None] * DX, one_sided

@@ -1,0 +1,87 @@
+"""
+Contact islands: the parts of a step that can be solved on their own.
+
+The step's convex problem couples two velocities only through the Hessian
+(an object's own velocities through its mass matrix; a robot's through its
+inertia, under ``robot_inertia``) or through a contact whose rows touch
+both.  So the models (robots and objects) fall into islands: two models are
+in one island when a contact joins them, directly or through others.
+Contacts with the environment join nothing.  Each island's problem is the
+whole problem's block, and solving it alone gives the same answer: a pile
+resting far from a push changes nothing of the push, and an island in which
+nothing moves need not be solved at all (``formulations/qp.py``: islands at
+rest sleep).  This module imports neither Drake nor ROS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Island:
+    """One island: its models, velocities (sorted) and contacts (in detection order)."""
+
+    units: np.ndarray          # the models (indices into the unit list)
+    v_idx: np.ndarray          # their velocities
+    contacts: np.ndarray       # the contacts whose rows touch them
+    driven: bool               # a robot is among its models
+
+
+@numba.njit(cache=True)
+def _find(parent, i):
+    root = i
+    while parent[root] != root:
+        root = parent[root]
+    while parent[i] != root:
+        parent[i], i = root, parent[i]
+    return root
+
+
+@numba.njit(cache=True)
+def _labels(n_units, unit_of_v, rows):
+    """Union the units of every contact row's nonzero columns; return each unit's root."""
+    parent = np.arange(n_units)
+    n_c = rows.shape[0]
+    first = -np.ones(n_c, dtype=np.int64)
+    for c in range(n_c):
+        for j in range(rows.shape[1]):
+            if rows[c, j] != 0.0:
+                unit = unit_of_v[j]
+                if unit < 0:
+                    continue
+                if first[c] < 0:
+                    first[c] = unit
+                else:
+                    a, b = _find(parent, first[c]), _find(parent, unit)
+                    if a != b:
+                        parent[max(a, b)] = min(a, b)
+    for u in range(n_units):
+        parent[u] = _find(parent, u)
+    return parent, first
+
+
+def find_islands(unit_of_v: np.ndarray, n_units: int, robot_units: np.ndarray,
+                 rows: np.ndarray) -> list[Island]:
+    """
+    Return the islands, in the order of their first model.
+
+    ``unit_of_v`` gives each velocity's model (-1: none), ``robot_units`` the
+    robots' models, and ``rows`` (n_c x n_v) the contacts' rows: any matrix
+    whose entry (c, j) is nonzero where contact c involves velocity j (the
+    normal and tangent Jacobians' magnitudes summed).
+    """
+    root, first = _labels(n_units, unit_of_v, np.ascontiguousarray(rows))
+    robots = np.zeros(n_units, dtype=bool)
+    robots[robot_units] = True
+    islands = []
+    contact_root = np.where(first >= 0, root[np.maximum(first, 0)], -1)
+    for r in np.unique(root):
+        units = np.flatnonzero(root == r)
+        islands.append(Island(
+            units=units, v_idx=np.flatnonzero(np.isin(unit_of_v, units)),
+            contacts=np.flatnonzero(contact_root == r), driven=bool(robots[units].any())))
+    return islands
