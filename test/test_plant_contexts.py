@@ -151,15 +151,16 @@ def test_monte_carlo_samples_equal_the_samples_run_one_by_one(plant):
     final_time = 8 * plant.time_step
 
     def make_simulator(generator):
-        """Return a Simulator whose box starts at a random x and pads close at a random speed."""
+        """Return a Simulator: the box at a random x, pads closing and lifting at random speeds."""
         context = diagram.CreateDefaultContext()
         plant_context = plant.GetMyMutableContextFromRoot(context)
         q = plant.engine.default_positions()
         q[-3] += 0.02 * (generator() / MT19937_RANGE - 0.5)
         speed = 0.05 + 0.1 * generator() / MT19937_RANGE
+        lift = 0.04 + 0.02 * generator() / MT19937_RANGE
         plant.set_positions(plant_context, q)
         plant.get_velocity_command_input_port('pads').FixValue(
-            plant_context, [0.05, speed, -speed])
+            plant_context, [lift, speed, -speed])
         return Simulator(diagram, context)
 
     def box_height(system, context):

@@ -49,7 +49,7 @@ import numpy as np
 
 MAX_ITERATIONS = 50
 STEP_FRACTION = 0.99
-REFINEMENTS = 3          # at most, per KKT solve: until the unreduced residual is round-off
+REFINEMENTS = 1          # at most, per KKT solve: until the unreduced residual is round-off
 FEASIBILITY_TOL = 1e-13  # relative residuals at which the method stops
 GAP_TOL = 1e-13          # relative gap at which the method stops
 HELD_SCALE = 1e-8        # W of a row the derivative holds active (its reciprocal: inactive)

@@ -87,7 +87,7 @@ from quasistatic_drake.schema import number, one_of, removed, SchemaError, setti
 TRUST_FRACTION = 0.5
 TRUST_MARGIN = 2.0
 REST = 1e-10              # [m] an undriven island whose points move less than this sleeps
-# the price of a penetrating contact's slack, over the largest impulse the scene's springs
+# the price of a penetrating contact's slack, over the largest impulse the island's springs
 # and weights give (conic_step.py): relaxing is always dearer than pushing out
 RECOVERY_PRICE = 1e3
 NO_IMPULSE = 1e-9         # of the largest lagged impulse: an impulse below this is none
@@ -203,8 +203,7 @@ class QpFormulation(Formulation):
         self.cone = PYRAMID if settings.friction_cone == "pyramid" else ROUND
         self.unit_of_v, self.object_units, self.robot_units = _units(facts)
         self.unit_names = facts.object_names + facts.robot_names
-        self.penalty = RECOVERY_PRICE * (facts.h * facts.object_weight + facts.h * float(
-            np.sum(facts.stiffness * facts.max_lead)) + 1e-3)
+        self.unit_load = _unit_loads(facts)
 
     # ----- the step -----------------------------------------------------------------------
     def solve(self, problem: StepProblem, contacts: ContactSet,
@@ -272,7 +271,8 @@ class QpFormulation(Formulation):
             Q=cost.Q[np.ix_(ix, ix)], b=cost.b[ix], lower=lower[ix], upper=upper[ix],
             phi_h=contacts.phi[ic] / self.facts.h, J_n=contacts.J_n[np.ix_(ic, ix)],
             J_t=J_t[ic][:, :, ix], J_f=J_f[ic][:, :, ix], friction=friction[ic],
-            cone=self.cone, penalty=self.penalty)
+            cone=self.cone,
+            penalty=RECOVERY_PRICE * (float(np.sum(self.unit_load[island.units])) + 1e-3))
 
     def _islands_data(self, problem: StepProblem, contacts: ContactSet, friction: np.ndarray,
                       parts: tuple) -> list:
@@ -594,6 +594,24 @@ def with_robot_inertia(cost: QpCost, h: float, robot_v_idx: np.ndarray, damping:
     Q[np.ix_(robot_v_idx, robot_v_idx)] += M_a + np.diag(h * damping)
     b[robot_v_idx] -= M_a @ v_a + h * damping * v_cmd
     return QpCost(Q, b)
+
+
+def _unit_loads(facts: ModelFacts) -> np.ndarray:
+    """
+    Return the largest impulse each model can give in a step [N s], objects then robots.
+
+    An object's weight times h; a robot's springs at their largest lead,
+    sum K max_lead, times h.  An island's penetration price is RECOVERY_PRICE
+    times its own models' sum, so that nothing outside it changes its problem.
+    """
+    g = float(np.linalg.norm(facts.gravity))
+    loads = [facts.h * g * mass for mass in facts.object_masses]
+    start = 0
+    for size in facts.robot_sizes:
+        joints = slice(start, start + size)
+        loads.append(facts.h * float(np.sum(facts.stiffness[joints] * facts.max_lead[joints])))
+        start += size
+    return np.array(loads)
 
 
 def quasi_static_inertia_scale(h: float, stiffness: np.ndarray, M_u: np.ndarray,
