@@ -136,7 +136,9 @@ class CoupledFormulation:
         lower, upper = c.bounds(problem.v_lower, problem.v_upper)
         return (replace(problem, v_lower=lower, v_upper=upper, J_w=c.columns(problem.J_w),
                         J_v=c.columns(problem.J_v),
-                        tau_ext=None if problem.tau_ext is None else problem.tau_ext[c.kept]),
+                        tau_ext=None if problem.tau_ext is None else problem.tau_ext[c.kept],
+                        trust=(problem.trust if np.isscalar(problem.trust)
+                               else problem.trust[c.kept])),
                 replace(contacts, J_n=c.columns(contacts.J_n), J_f=c.columns(contacts.J_f)))
 
     def recovers_from(self, solution: StepSolution) -> bool:

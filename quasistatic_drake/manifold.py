@@ -856,13 +856,24 @@ def _box_box_penetration(A, o_A, h_A, B, o_B, h_B, axis, depth):
     """
     Return (-depth, witness on A, witness on B) of penetrating boxes along the SAT axis.
 
-    B's witness is the centre of its feature deepest into A (the axis points
-    from A to B); A's lies ``depth`` back along the axis, on A's supporting
-    plane.  For an edge-edge axis the witnesses are the two edges' closest
-    points.
+    Along a face normal of A, B's witness is the centre of its feature
+    deepest into A (the axis points from A to B) and A's lies ``depth`` back
+    along the axis, on A's supporting plane; along a face normal of B only,
+    the other way round, so that both witnesses lie on or in their boxes (a
+    box resting on one edge on a slab had its witness under its centre,
+    outside it, and that point held it up).  For an edge-edge axis the
+    witnesses are the two edges' closest points.
     """
-    on_B = _support_centre(B, o_B, h_B, -axis)
-    on_A = on_B + depth * axis
+    face_A, face_B = False, False
+    for i in range(3):
+        face_A |= abs(A[i] @ axis) >= 1.0 - 1e-12
+        face_B |= abs(B[i] @ axis) >= 1.0 - 1e-12
+    if face_B and not face_A:                     # A's edge or vertex into B's face
+        on_A = _support_centre(A, o_A, h_A, axis)
+        on_B = on_A - depth * axis
+    else:                                         # B's feature into A's face
+        on_B = _support_centre(B, o_B, h_B, -axis)
+        on_A = on_B + depth * axis
     edge_A, edge_B = -1, -1
     for i in range(3):
         if abs(A[i] @ axis) <= 1e-12:

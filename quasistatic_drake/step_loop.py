@@ -122,6 +122,33 @@ class StepLoop:
         # proximity pairs of the last q and tolerance asked: a step's q_next is the next
         # step's q.  Keyed by both, so it never changes a result.
         self._pairs_cache: Optional[tuple[bytes, list]] = None
+        self._moves = self._velocities_of_geometries()
+
+    def _velocities_of_geometries(self) -> dict:
+        """Return {geometry index: the velocities that move its body} (the kinematic tree)."""
+        self.model.set_positions(self.model.plant.GetPositions(self.model.plant_context))
+        J_w, J_v, _ = self.model.body_jacobians()
+        moving = np.abs(J_w).sum(axis=1) + np.abs(J_v).sum(axis=1) > 0.0
+        slot = self.model.moving_slot
+        return {info.index: (np.flatnonzero(moving[slot[info.body_index]])
+                             if info.body_index in slot else np.zeros(0, dtype=int))
+                for info in self.model.geometries.values()}
+
+    def _shorter(self, residuals: dict) -> Union[float, np.ndarray]:
+        """
+        Return the trust's factor after an iterate that ended deeper than the one before.
+
+        Halved on the velocities that move the bodies of the pairs that ended
+        deeper than predicted, so that an island elsewhere (a pile settling)
+        does not shorten a push; halved for all if no pair says which.
+        """
+        if not residuals:
+            return 0.5
+        factor = np.ones(self.model.n_v)
+        for pair in residuals:
+            for geometry in pair:
+                factor[self._moves[geometry]] = 0.5
+        return factor
 
     def take(self, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, warm_start: Any,
              start: float, tau_ext: Optional[np.ndarray] = None,
@@ -133,8 +160,8 @@ class StepLoop:
         v_lin = self._first_linearisation(q, formulation.linearisation_velocity(warm_start))
         q_lin = self.linearisation_point(q, v_lin)
         problem = self.problem(q, q_lin, q_ref, v_bar, tau_ext, v_a)
+        start_gaps = self._pair_gaps(q)          # first: the last step's query at its q_next
         found = self.contacts(q_lin, tolerance, v_lin)
-        start_gaps = self._pair_gaps(q)
         iterates: list[Iterate] = []
         best: Optional[Iterate] = None
         offsets, parent = dict(formulation.gap_offsets(warm_start)), None
@@ -163,7 +190,7 @@ class StepLoop:
                 break
             trust = problem.trust
             if len(iterates) > 1 and iterate.depth > iterates[-2].depth:
-                trust *= 0.5                    # deeper than the last: a shorter step
+                trust = trust * self._shorter(iterate.residuals)   # deeper: a shorter step
             relinearise = (iterate.depth > RELINEARISE and relinearised < MAX_RELINEARISE
                            and (parent is not None or len(iterates) == 1
                                 or iterate.depth < iterates[-2].depth))
@@ -320,7 +347,7 @@ class StepLoop:
         self.model.set_positions(q_lin)
         problem = self.data.problem(q, q_ref, v_bar, tau_ext, v_a,
                                     self.formulation.needs_object_frames)
-        return problem if trust == 1.0 else replace(problem, trust=trust)
+        return problem if np.isscalar(trust) and trust == 1.0 else replace(problem, trust=trust)
 
     def contacts(self, q_lin: np.ndarray, tolerance: float,
                  v_lin: Optional[np.ndarray] = None) -> ContactSet:

@@ -160,6 +160,17 @@ def test_box_tilted_on_one_edge_falls_flat_without_sinking():
     assert abs(xyz[2] - 0.05) < 1e-6 and np.max(np.abs(rpy)) < 1e-6
 
 
+def test_a_box_on_one_edge_touches_the_table_only_along_that_edge():
+    """The box-box witness of an edge on a face lies on the edge (it lay under the centre)."""
+    tilt = 0.3
+    sim = config_sim('finger_push', robots__initial_positions=FINGER_AWAY, objects__initial_pose={
+        'xyz': [0, 0, 0.05 * (np.cos(tilt) + np.sin(tilt))], 'rpy': [tilt, 0, 0]})
+    contacts = sim.step(sim.initial_state(), {}).contact_set
+    on_box = contacts.local_a[[b.startswith('box') for b in contacts.body_a]]
+    assert len(on_box) >= 2
+    assert np.allclose(on_box[:, 1:], [-0.05, -0.05], atol=1e-12), on_box   # the -y, -z edge
+
+
 def test_a_turn_too_large_for_the_linearised_contacts_stays_out_of_the_table():
     """
     Check the rounded box on its side, the arm under a fuzzed extreme command: -11.3 mm before.

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar, Optional, Union
 
 import numpy as np
 
@@ -118,9 +118,10 @@ class StepProblem:
     # the generalized forces applied to the objects over the step (n_v, zero elsewhere;
     # included in tau_u), None: none
     tau_ext: Optional[np.ndarray] = None
-    # the fraction of its trust region a formulation that keeps one gives the objects (the
-    # step halves it when a re-linearised iterate ends deeper than the best before it)
-    trust: float = 1.0
+    # the fraction of its trust region a formulation that keeps one gives the objects: one
+    # for all, or one per velocity (n_v,); the step halves it on the velocities that move a
+    # pair that ended deeper than in the iterate before
+    trust: Union[float, np.ndarray] = 1.0
 
 
 @dataclass(frozen=True)

@@ -702,6 +702,21 @@ g_times = _g_times          # G x and G^T y of a problem's structure (``layout``
 gt_times = _gt_times
 
 
+@numba.njit(cache=True, error_model="numpy")
+def dense_g(m, n_x, cptr, cols, Jn, Jt, Jf, kind, n_d, normal_row, slack_row, fric_row,
+            t_var, s_var, bound_var, bound_sign, m_l):
+    """Return G (m x n_x) as a dense array, column by column of ``_g_times``."""
+    G = np.empty((m, n_x))
+    unit, column = np.zeros(n_x), np.empty(m)
+    for j in range(n_x):
+        unit[j] = 1.0
+        _g_times(unit, column, cptr, cols, Jn, Jt, Jf, kind, n_d, normal_row, slack_row,
+                 fric_row, t_var, s_var, bound_var, bound_sign, m_l)
+        G[:, j] = column
+        unit[j] = 0.0
+    return G
+
+
 def bound_rows(structure: tuple, lower: np.ndarray, upper: np.ndarray) -> tuple:
     """Return the rows and variables of the finite upper bounds, then of the lower ones."""
     bound_var, bound_sign, m_l = structure[5], structure[6], structure[7]

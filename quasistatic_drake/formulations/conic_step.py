@@ -167,14 +167,8 @@ def _dense(p: _Compact, kind: np.ndarray, n_d: int, structure: tuple) -> tuple:
     normal_row, fric_row, t_var, s_var = structure[0], structure[2], structure[3], structure[4]
     m_l, soc_start, n_x = structure[7], structure[8], structure[9]
     m = m_l + 3 * len(soc_start)
-    G = np.empty((m, n_x))
-    unit, column = np.zeros(n_x), np.empty(m)
-    fixed = structure[:7] + (m_l,)
-    for j in range(n_x):
-        unit[j] = 1.0
-        conic_ipm.g_times(unit, column, p.cptr, p.cols, p.Jn, p.Jt, p.Jf, kind, n_d, *fixed)
-        G[:, j] = column
-        unit[j] = 0.0
+    G = conic_ipm.dense_g(m, n_x, p.cptr, p.cols, p.Jn, p.Jt, p.Jf, kind, n_d,
+                          *structure[:7], m_l)
     n_v = p.Q.shape[0]
     P = np.zeros((n_x, n_x))
     P[:n_v, :n_v] = p.Q

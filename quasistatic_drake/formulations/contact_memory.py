@@ -22,9 +22,11 @@ This module imports neither Drake nor ROS.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Optional
 
+import numba
 import numpy as np
 
 from quasistatic_drake.contact import ContactSet
@@ -34,7 +36,12 @@ MATCH_DISTANCE = 2e-3      # [m] a contact point moved no further than this is t
 
 @dataclass(frozen=True)
 class ContactMemory:
-    """The last step's contacts (their places) and impulses, and its sleeping objects."""
+    """
+    The last step's contacts (their places) and impulses, and its sleeping objects.
+
+    Immutable and shared, not copied, when Drake copies a plant's state
+    (``__deepcopy__``); treat its arrays as read-only.
+    """
 
     geometry: np.ndarray        # (k, 2) int: the geometries each contact joins
     local_a: np.ndarray         # (k, 3) its point on A, in A's frame
@@ -63,6 +70,10 @@ class ContactMemory:
             impulse_W=np.asarray(impulse_W, dtype=float).reshape(-1, 3)[keep],
             asleep=frozenset(asleep), velocity=velocity)
 
+    def __deepcopy__(self, memo) -> "ContactMemory":
+        """Share instead of copy: immutable, and Drake clones the plant's state every update."""
+        return self
+
     @property
     def size(self) -> int:
         """Return how many contacts are remembered."""
@@ -84,17 +95,43 @@ def recall(memory, contacts: ContactSet) -> np.ndarray:
     """
     if memory is None or memory.size == 0 or contacts.geometry_a is None or contacts.n_c == 0:
         return -np.ones(contacts.n_c, dtype=np.int64)
-    geometry = np.column_stack([contacts.geometry_a, contacts.geometry_b])
-    same = ((geometry[:, None, 0] == memory.geometry[None, :, 0])
-            & (geometry[:, None, 1] == memory.geometry[None, :, 1])
-            & (geometry[:, None, 0] >= 0))
-    da = np.linalg.norm(contacts.local_a[:, None] - memory.local_a[None], axis=2)
-    db = np.linalg.norm(contacts.local_b[:, None] - memory.local_b[None], axis=2)
-    near, far = np.minimum(da, db), np.maximum(da, db)
-    i, j = np.nonzero(same & (near <= MATCH_DISTANCE))
-    found = -np.ones(contacts.n_c, dtype=np.int64)
-    used = np.zeros(memory.size, dtype=bool)
-    for k in np.argsort(near[i, j] + far[i, j], kind="stable"):
-        if found[i[k]] < 0 and not used[j[k]]:
-            found[i[k]], used[j[k]] = j[k], True
+    return _match(np.ascontiguousarray(contacts.geometry_a, dtype=np.int64),
+                  np.ascontiguousarray(contacts.geometry_b, dtype=np.int64),
+                  np.ascontiguousarray(contacts.local_a, dtype=float),
+                  np.ascontiguousarray(contacts.local_b, dtype=float),
+                  np.ascontiguousarray(memory.geometry, dtype=np.int64),
+                  np.ascontiguousarray(memory.local_a, dtype=float),
+                  np.ascontiguousarray(memory.local_b, dtype=float), MATCH_DISTANCE)
+
+
+@numba.njit(cache=True)
+def _match(geometry_a, geometry_b, local_a, local_b, memory_geometry, memory_a, memory_b,
+           match_distance):
+    """Return ``recall``'s matching: candidates nearest first, each side used once."""
+    n, m = geometry_a.shape[0], memory_geometry.shape[0]
+    rows, cols = np.empty(n * m, dtype=np.int64), np.empty(n * m, dtype=np.int64)
+    costs = np.empty(n * m)
+    count = 0
+    for i in range(n):
+        if geometry_a[i] < 0:
+            continue
+        for j in range(m):
+            if geometry_a[i] != memory_geometry[j, 0] or geometry_b[i] != memory_geometry[j, 1]:
+                continue
+            da = math.sqrt((local_a[i, 0] - memory_a[j, 0]) ** 2
+                           + (local_a[i, 1] - memory_a[j, 1]) ** 2
+                           + (local_a[i, 2] - memory_a[j, 2]) ** 2)
+            db = math.sqrt((local_b[i, 0] - memory_b[j, 0]) ** 2
+                           + (local_b[i, 1] - memory_b[j, 1]) ** 2
+                           + (local_b[i, 2] - memory_b[j, 2]) ** 2)
+            if min(da, db) <= match_distance:
+                rows[count], cols[count], costs[count] = i, j, da + db
+                count += 1
+    found = -np.ones(n, dtype=np.int64)
+    used = np.zeros(m, dtype=np.bool_)
+    order = np.argsort(costs[:count], kind="mergesort")
+    for k in order:
+        if found[rows[k]] < 0 and not used[cols[k]]:
+            found[rows[k]] = cols[k]
+            used[cols[k]] = True
     return found

@@ -325,12 +325,13 @@ class QpFormulation(Formulation):
         shift may be at most the larger of rho and |g| h^2, so that an
         unsupported object falls as gravity takes it from rest.  Gravity gives
         no turn: a box tipping over an edge turns by rho / R a step, and its
-        contact rows stay within their linearisation.
+        contact rows stay within their linearisation.  Each velocity's bound is
+        scaled by its share of ``problem.trust``.
         """
         facts = self.facts
-        rho = problem.trust * max(TRUST_FRACTION * min(facts.detection_tolerance, 1.0),
-                                  TRUST_MARGIN * robot_sweep(problem, facts))
-        rho_shift = max(rho, problem.trust * float(np.linalg.norm(facts.gravity)) * facts.h ** 2)
+        rho = max(TRUST_FRACTION * min(facts.detection_tolerance, 1.0),
+                  TRUST_MARGIN * robot_sweep(problem, facts))
+        rho_shift = max(rho, float(np.linalg.norm(facts.gravity)) * facts.h ** 2)
         lower, upper = problem.v_lower.copy(), problem.v_upper.copy()
         if not len(facts.object_v_idx):
             return lower, upper
@@ -339,6 +340,7 @@ class QpFormulation(Formulation):
                 * np.linalg.norm(problem.J_w, axis=1)).max(axis=0, initial=0.0)
         with np.errstate(divide="ignore"):
             limit = np.minimum(rho_shift / (facts.h * shift), rho / (facts.h * turn))
+        limit = limit * np.broadcast_to(problem.trust, limit.shape)   # the step's share
         idx = facts.object_v_idx
         lower[idx] = np.maximum(lower[idx], -limit[idx])
         upper[idx] = np.minimum(upper[idx], limit[idx])
