@@ -36,6 +36,7 @@ check directives).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Optional
@@ -64,13 +65,43 @@ class Tagged(dict):
 
 
 class _Loader(yaml.SafeLoader):
-    """YAML's safe loader, keeping Drake's tags (``!Rpy``, ``!AngleAxis``...) on mappings."""
+    """
+    YAML's safe loader, keeping Drake's tags (``!Rpy``, ``!AngleAxis``...) on mappings.
+
+    Two changes from PyYAML's YAML 1.1: numbers in exponent form without a
+    dot (``1e-2``, ``1e3``) are floats, as YAML 1.2 and Drake's own parser
+    read them (PyYAML read them as strings); and a key given twice in one
+    mapping is refused (PyYAML let the last one win, silently).
+    """
+
+    def construct_mapping(self, node, deep=False):
+        """Return the mapping, refusing a key that appears twice in it."""
+        if isinstance(node, yaml.MappingNode):
+            seen = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.get(key)
+                except TypeError:                 # an unhashable key: PyYAML reports it
+                    continue
+                if first is not None:
+                    raise yaml.constructor.ConstructorError(
+                        "while reading a mapping", node.start_mark,
+                        f"found the key {key!r} twice (first at line {first.line + 1}); a "
+                        "key may appear once. Fix: delete one of them", key_node.start_mark)
+                seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
 
 
 class _Dumper(yaml.SafeDumper):
     """YAML's safe dumper, writing :class:`Tagged` mappings back with their tags."""
 
 
+# YAML 1.2's floats: PyYAML's 1.1 resolver wants a dot (1.0e-2), and read 1e-2 as a string
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"""),
+    list("-+0123456789"))
 _Loader.add_multi_constructor("!", lambda loader, suffix, node: Tagged(
     "!" + suffix, loader.construct_mapping(node, deep=True)))
 _Dumper.add_representer(Tagged, lambda dumper, data: dumper.represent_mapping(
@@ -449,6 +480,7 @@ def _directives(scenario: Scenario, source: str) -> tuple[tuple, str]:
                           "not both. Fix: move the list into the file, or drop the file.")
     if not scenario.directives_file:
         _check_directives(scenario.directives, "directives")
+        _check_nesting(scenario.directives, (), source, scenario.packages)
         return scenario.directives, source
     path = Path(resolve_model_file(scenario.directives_file, ".", scenario.packages))
     data = _load_yaml(path, f"{source}: directives_file: {path}", "the directives file")
@@ -461,7 +493,44 @@ def _directives(scenario: Scenario, source: str) -> tuple[tuple, str]:
         _check_directives(directives, "directives")
     except SchemaError as err:
         raise ScenarioError(f"{path}: {err}") from None
+    _check_nesting(directives, (path.resolve(),), str(path), scenario.packages)
     return directives, str(path)
+
+
+def _check_nesting(directives, chain: tuple, where: str, packages) -> None:
+    """
+    Refuse an add_directives that includes a file already being read, or a missing one.
+
+    Drake's ProcessModelDirectives follows add_directives without a check:
+    a file that adds itself (directly or through others) recursed until the
+    process died with a segmentation fault.  ``chain`` holds the files being
+    read, outermost first.
+    """
+    base = chain[-1].parent if chain else Path(".")
+    for k, directive in enumerate(directives):
+        if not isinstance(directive, Mapping) or len(directive) != 1:
+            continue
+        (kind, body), = directive.items()
+        if kind != "add_directives" or not isinstance(body, Mapping) or not isinstance(
+                body.get("file"), str):
+            continue
+        at = f"{where}: directives[{k}] (add_directives)"
+        try:
+            resolved = resolve_model_file(body["file"], base, packages)
+        except FileNotFoundError as err:
+            raise ScenarioError(f"{at}: {err}") from None
+        if resolved.startswith("package://"):
+            continue                    # a ROS package's file: Drake's package map finds it
+        path = Path(resolved).resolve()
+        if path in chain:
+            cycle = " -> ".join(str(p) for p in (*chain[chain.index(path):], path))
+            raise ScenarioError(f"{at}: '{body['file']}' includes itself ({cycle}); Drake "
+                                "would follow it until the process crashes. Fix: remove the "
+                                "add_directives that closes the cycle.")
+        data = _load_yaml(path, at, f"its file '{body['file']}'")
+        nested = data.get("directives") if isinstance(data, Mapping) else None
+        if isinstance(nested, list):
+            _check_nesting(nested, (*chain, path), str(path), packages)
 
 
 def _check_directives(directives: tuple, where: str) -> None:
