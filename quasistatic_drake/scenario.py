@@ -119,10 +119,20 @@ def _model_name(value: Any, where: str) -> str:
     return value
 
 
+# the ranges the engine works in (issue 31: 1e300 s steps, 1e308 gravity, 1e-300 stiffness,
+# 1e8 friction directions loaded, then failed every step or ran out of memory)
+TIME_STEP_RANGE = (1e-5, 10.0)                 # [s]
+GRAVITY_RANGE = (-1e3, 1e3)                    # [m/s^2], per component
+STIFFNESS_RANGE = (1e-3, 1e9)                  # [N/m, N m/rad]
+INERTIA_RATIO_RANGE = (1e-10, 1e3)
+MAX_FRICTION_DIRECTIONS = 64
+
+
 def _even_directions(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 2 or value % 2:
-        raise ValueError(f"expected an even integer >= 2 (a balanced set, Pang & Tedrake "
-                         f"2018, eq. 4), got {value!r}.")
+    if (isinstance(value, bool) or not isinstance(value, int) or value < 2 or value % 2
+            or value > MAX_FRICTION_DIRECTIONS):
+        raise ValueError(f"expected an even integer from 2 to {MAX_FRICTION_DIRECTIONS} (a "
+                         f"balanced set, Pang & Tedrake 2018, eq. 4), got {value!r}.")
     return value
 
 
@@ -148,8 +158,8 @@ class RobotSpec:
     """An actuated model: every joint is a spring of stiffness K (Pang & Tedrake 2021)."""
 
     name: str = setting(check=_model_name, doc="the model instance's name")
-    stiffness: np.ndarray = setting(check=vector(positive=True),
-                                    doc="K per commanded joint [N/m or N m/rad]")
+    stiffness: np.ndarray = setting(check=vector(positive=True, within=STIFFNESS_RANGE),
+                                    doc="K per commanded joint [N/m or N m/rad], 1e-3 to 1e9")
     file: Optional[str] = setting(None, _FILE, "the model file; left out: from the directives")
     initial_positions: Optional[np.ndarray] = setting(None, optional(vector()),
                                                       "per commanded joint [m or rad]")
@@ -201,7 +211,8 @@ class CommandSegment:
 class Scenario:
     """A validated scenario.  Build it with :meth:`from_yaml` or :meth:`from_dict`."""
 
-    time_step: float = setting(check=number(positive=True), doc="h [s]")
+    time_step: float = setting(check=number(positive=True, within=TIME_STEP_RANGE),
+                               doc="h [s], 1e-5 to 10")
     robots: tuple[RobotSpec, ...] = setting((), list_of(nested(RobotSpec)))
     objects: tuple[ObjectSpec, ...] = setting((), list_of(nested(ObjectSpec)))
     environment: tuple[EnvironmentSpec, ...] = setting((), list_of(nested(EnvironmentSpec)))
@@ -213,11 +224,12 @@ class Scenario:
     friction_directions: int = setting(4, _even_directions, "n_d per contact")
     contact_detection_tolerance: float = setting(
         0.02, number(positive=True, infinite=True), "[m] pairs closer are contacts (.inf: all)")
-    gravity: np.ndarray = setting(check=vector(3), factory=lambda: np.array([0.0, 0.0, -9.81]))
+    gravity: np.ndarray = setting(check=vector(3, within=GRAVITY_RANGE),
+                                  factory=lambda: np.array([0.0, 0.0, -9.81]))
     default_friction: float = setting(0.5, number(nonnegative=True),
                                       "mu of collision geometry whose file gives none")
     quasi_static_inertia_ratio: float = setting(
-        1e-6, number(positive=True),
+        1e-6, number(positive=True, within=INERTIA_RATIO_RANGE),
         "r of the QP's regulariser eps M_u in quasi-static mode (velocities unique)")
     packages: Mapping[str, str] = setting(
         check=mapping_of(text("a directory path"), "a package name"), factory=dict,

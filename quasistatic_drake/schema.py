@@ -124,8 +124,14 @@ def _checked(f, value: Any, where: str) -> Any:
 
 # ----- checks: each takes (value, key path) and returns the field's value ---------------
 def number(positive: bool = False, nonnegative: bool = False,
-           none_word: Optional[str] = None, infinite: bool = False) -> Check:
-    """Check a finite number, > 0 or >= 0 if asked; ``none_word`` ('auto') stands for None."""
+           none_word: Optional[str] = None, infinite: bool = False,
+           within: Optional[tuple[float, float]] = None) -> Check:
+    """
+    Check a finite number, > 0 or >= 0 if asked; ``none_word`` ('auto') stands for None.
+
+    ``within`` (low, high): the range the engine can work in; a finite value
+    outside it (a time step of 1e300 s) is refused with the range.
+    """
     def check(value: Any, where: str) -> Optional[float]:
         if none_word is not None and (value is None or value == none_word):
             return None
@@ -140,6 +146,9 @@ def number(positive: bool = False, nonnegative: bool = False,
             raise ValueError(f"must be > 0, got {value}.")
         if nonnegative and value < 0.0:
             raise ValueError(f"must be >= 0, got {value}.")
+        if within is not None and math.isfinite(value) and not within[0] <= value <= within[1]:
+            raise ValueError(f"must be within [{within[0]:g}, {within[1]:g}] (the range the "
+                             f"engine works in), got {value:g}.")
         return value
     return check
 
@@ -207,9 +216,10 @@ def text(pattern_doc: str = "a non-empty string", allow: Callable[[str], bool] =
     return check
 
 
-def vector(size: Optional[int] = None, positive: bool = False) -> Check:
-    """Check a list of numbers (of ``size`` if given; each > 0 if asked) into an array."""
-    element = number(positive=positive)
+def vector(size: Optional[int] = None, positive: bool = False,
+           within: Optional[tuple[float, float]] = None) -> Check:
+    """Check a list of numbers (of ``size`` if given; each > 0, or ``within``, if asked)."""
+    element = number(positive=positive, within=within)
 
     def check(value: Any, where: str) -> np.ndarray:
         if not isinstance(value, (list, tuple, np.ndarray)):
