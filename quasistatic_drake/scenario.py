@@ -318,6 +318,12 @@ def _load_yaml(path: Path, source: str, what: str) -> Any:
     except yaml.YAMLError as err:
         raise ScenarioError(f"{source}: not valid YAML: {err}\nFix: correct the syntax at "
                             "the line and column shown.") from err
+    except UnicodeDecodeError as err:
+        raise ScenarioError(f"{source}: {what} is not a UTF-8 text file ({err.reason} at byte "
+                            f"{err.start}). Fix: pass the YAML file, not a binary one.") from None
+    except RecursionError:
+        raise ScenarioError(f"{source}: {what} nests its lists or mappings too deeply to "
+                            "read. Fix: flatten it (a scenario needs a few levels).") from None
 
 
 def _composed(data: Any, base_dir: Path, source: str, chain: tuple) -> Any:
@@ -494,7 +500,10 @@ def _directives(scenario: Scenario, source: str) -> tuple[tuple, str]:
         _check_directives(scenario.directives, "directives")
         _check_nesting(scenario.directives, (), source, scenario.packages)
         return scenario.directives, source
-    path = Path(resolve_model_file(scenario.directives_file, ".", scenario.packages))
+    try:
+        path = Path(resolve_model_file(scenario.directives_file, ".", scenario.packages))
+    except FileNotFoundError as err:
+        raise ScenarioError(f"{source}: directives_file: {err}") from None
     data = _load_yaml(path, f"{source}: directives_file: {path}", "the directives file")
     if not isinstance(data, dict) or set(data) != {"directives"} or not isinstance(
             data["directives"], list):

@@ -210,7 +210,7 @@ def _least_norm_kkt(P: np.ndarray, A: np.ndarray, r_x: np.ndarray,
     scale = 1.0 + max(np.abs(r_x).max() if n else 0.0, np.abs(b).max() if k else 0.0)
     for _ in range(REFINEMENTS):
         g = rhs_x + A.T @ rhs_b
-        w = _lower_solve(L, g.reshape(-1, 1))[:, 0]  # L^-1 g
+        w = np.ascontiguousarray(_lower_solve(L, g.reshape(-1, 1))[:, 0])   # L^-1 g
         t = B @ w - rhs_b                              # A H^-1 g - b
         coef = np.ascontiguousarray(U.T) @ t
         dy = np.zeros(k)
