@@ -45,6 +45,11 @@ the exit code is 0: it reports.  Tests call :func:`fuzz_scene`.
         [--quick] [--qp-only] [--scenes PATHS ...] [--inject-rate 0.02]
         [--miqp-backend gurobi|scip] [--series] [--json out/fuzz.json] [--png out/fuzz.png]
     .venv/bin/python benchmarks/fuzz.py --replay out/fuzz.json
+    .venv/bin/python benchmarks/fuzz.py --hostile 1000 [--seed 0] --json out/hostile.json
+
+``--hostile`` runs the hostile family instead (benchmarks/hostile_fuzz.py:
+mutated scenarios and directives in worker processes, a peer attacking a
+running node); test/test_hostile_fuzz.py runs its 1000-case slice.
 """
 
 import argparse
@@ -666,6 +671,23 @@ def run_replay(json_path: Path) -> None:
                   f"below support / lost {below}")
 
 
+def run_hostile(cases: int, seed: int, path: Path) -> None:
+    """Run the hostile family (hostile_fuzz.py); print its counts and findings; write JSON."""
+    from hostile_fuzz import fuzz_node, fuzz_scenarios
+    node_cases = max(1, cases // 10)
+    scenarios = fuzz_scenarios(cases - node_cases, seed)
+    print(f"{scenarios['cases']} mutated scenarios in {scenarios['seconds']:.1f} s: "
+          f"{scenarios['counts']}; refusals without a fix: {scenarios['refused_without_fix']}")
+    node = fuzz_node(node_cases, seed)
+    print(f"{node['cases']} peer actions against the node in {node['seconds']:.1f} s: "
+          f"{node['counts']}")
+    for finding in scenarios['findings'] + node['findings']:
+        print('  finding:', json.dumps(finding)[:400])
+    write_json(path, {'machine': machine(), 'seed': seed, 'scenarios': scenarios,
+                      'node': node})
+    print(f'written to {path}')
+
+
 def main() -> None:
     """Fuzz, print and save."""
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
@@ -687,9 +709,15 @@ def main() -> None:
     parser.add_argument('--png', type=Path, default=Path('out/fuzz.png'))
     parser.add_argument('--replay', type=Path, metavar='JSON',
                         help='repeat the offending states saved in a fuzz JSON, then exit')
+    parser.add_argument('--hostile', type=int, metavar='N',
+                        help='the hostile family instead (hostile_fuzz.py): N cases, 9/10 '
+                             'mutated scenarios, 1/10 a peer attacking the node; writes --json')
     args = parser.parse_args()
     if args.replay:
         run_replay(args.replay)
+        return
+    if args.hostile:
+        run_hostile(args.hostile, args.seed, args.json)
         return
     steps = QUICK_STEPS if args.quick else args.steps
     miqp_steps = args.miqp_steps or max(1, steps // 5)

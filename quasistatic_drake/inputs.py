@@ -13,17 +13,25 @@ from typing import Any, Mapping, Optional
 import numpy as np
 
 from quasistatic_drake.errors import CommandError
+from quasistatic_drake.joint_limits import LIMIT_SLACK
 from quasistatic_drake.state import State
 
 
 class InputChecks:
     """The checks for one model's states, commands and forces (module docstring)."""
 
-    def __init__(self, model, coupling, robot_inertia: bool):
-        """Check against ``model`` (a QuasistaticModel) and its joint ``coupling`` (or None)."""
+    def __init__(self, model, coupling, robot_inertia: bool, limits=None):
+        """
+        Check against ``model`` (a QuasistaticModel) and its joint ``coupling`` (or None).
+
+        ``limits``: (q index, v index, lower, upper) of the joints with position
+        limits (StepData.limits); None checks none.
+        """
         self.model = model
         self.coupling = coupling
         self.robot_inertia = robot_inertia
+        self.limits = limits
+        self.joint_of_q = _joint_names_by_position(model.plant)
         robots = model.robots
         self.robot_q_idx = _concat([r.q_idx for r in robots])
         self.n_a = len(self.robot_q_idx)
@@ -53,12 +61,42 @@ class InputChecks:
                                f"got {q.shape}. Fix: start from default_positions().")
         if not np.isfinite(q).all():
             raise CommandError(f"q has non-finite entries at {np.flatnonzero(~np.isfinite(q))}.")
+        self._check_quaternions(q)
+        self._check_limits(q)
         broken = self.coupling.violation(q) if self.coupling is not None else []
         if broken:
             raise CommandError(f"q breaks the model's joint coupling (<mimic>): {broken}. Fix: "
                                "set each coupled joint from its leader, or start from "
                                "default_positions().")
         return q
+
+    def _check_quaternions(self, q: np.ndarray) -> None:
+        """Refuse a free body's quaternion whose norm is not 1 (QUATERNION_NORM_TOL)."""
+        for start in self.model.quaternion_starts:
+            norm = float(np.linalg.norm(q[start:start + 4]))
+            if abs(norm - 1.0) > QUATERNION_NORM_TOL:
+                raise CommandError(
+                    f"q[{start}:{start + 4}] is the orientation quaternion (w, x, y, z) of "
+                    f"'{self.joint_of_q.get(start, '?')}'; its norm is {norm:.6g}, not 1 "
+                    f"(within {QUATERNION_NORM_TOL:g}). Fix: "
+                    "divide it by its norm (a zero quaternion is no rotation: use "
+                    "[1, 0, 0, 0]).")
+
+    def _check_limits(self, q: np.ndarray) -> None:
+        """Refuse a joint beyond its position limits (the engine would hold it there)."""
+        if self.limits is None:
+            return
+        q_idx, _, lower, upper = self.limits
+        values = q[q_idx]
+        beyond = np.flatnonzero((values < lower - LIMIT_SLACK) | (values > upper + LIMIT_SLACK))
+        if beyond.size:
+            k = beyond[0]
+            raise CommandError(
+                f"q[{q_idx[k]}] = {values[k]:.6g} puts joint "
+                f"'{self.joint_of_q.get(q_idx[k], '?')}' outside its limits "
+                f"[{lower[k]:.6g}, {upper[k]:.6g}] ({beyond.size} joint(s) outside); the "
+                "engine would hold it there. Fix: clip q into the limits, or widen the limits "
+                "in the model file.")
 
     def reference(self, q: np.ndarray, q_ref: Optional[np.ndarray]) -> np.ndarray:
         """Return the checked reference, or (None) the robot positions of q: no preload."""
@@ -113,7 +151,8 @@ class InputChecks:
             n = len(robot.joint_names)
             if robot.name in values:
                 out.append((robot.name, slice(offset, offset + n), self.vector(
-                    values[robot.name], n, f"{what}[{robot.name!r}]", robot.joint_names)))
+                    values[robot.name], n, f"{what}[{robot.name!r}]", robot.joint_names,
+                    MAX_COMMAND, "m/s or rad/s" if what == "v_cmd" else "m or rad")))
             offset += n
         return out
 
@@ -133,12 +172,14 @@ class InputChecks:
             if obj.name in forces:
                 tau[obj.v_idx] = self.vector(forces[obj.name], len(obj.v_idx),
                                              f"object_forces[{obj.name!r}]",
-                                             [f"v[{i}]" for i in obj.v_idx])
+                                             [f"v[{i}]" for i in obj.v_idx], MAX_FORCE,
+                                             "N or N m")
         return tau
 
     @staticmethod
-    def vector(value, n: int, where: str, names) -> np.ndarray:
-        """Return ``value`` as n finite floats, or raise CommandError naming ``where``."""
+    def vector(value, n: int, where: str, names, bound: float = np.inf,
+               unit: str = "") -> np.ndarray:
+        """Return ``value`` as n finite floats within +-``bound``, else raise CommandError."""
         try:
             vec = np.asarray(value, dtype=float).reshape(-1)
         except (TypeError, ValueError):
@@ -149,7 +190,36 @@ class InputChecks:
         if not np.isfinite(vec).all():
             bad = [names[i] for i in np.flatnonzero(~np.isfinite(vec))]
             raise CommandError(f"{where} is not finite for joint(s) {bad}: {vec.tolist()}.")
+        beyond = np.flatnonzero(np.abs(vec) > bound)
+        if beyond.size:
+            raise CommandError(
+                f"{where} is {vec[beyond[0]]:.6g} for {names[beyond[0]]}, beyond the largest "
+                f"magnitude accepted, {bound:.0e} {unit}: the step would leave the range its "
+                f"numbers are exact in. Fix: give values within +-{bound:.0e}.")
         return vec
+
+
+# The largest velocity command [m/s or rad/s] and applied generalized force [N or N m]:
+# beyond them a step's numbers leave the range the solver is exact in (a 1e20 m/s
+# command or a 1e20 N force on a 1 kg box ended in "numerical trouble").
+MAX_COMMAND = 1e6
+MAX_FORCE = 1e9
+# A free body's quaternion within this of unit norm is its normalized rotation (Drake
+# normalizes it, and the step hands on a unit one): finite differences and float32 round
+# trips stay within it.  Further is a caller's mistake (a zero quaternion, norm 2): refused.
+QUATERNION_NORM_TOL = 1e-3
+
+
+def _joint_names_by_position(plant) -> dict:
+    """Return {position index: 'model::joint'} for every joint's first position."""
+    from pydrake.multibody.tree import JointIndex
+    names = {}
+    for j in range(plant.num_joints()):
+        joint = plant.get_joint(JointIndex(j))
+        if joint.num_positions():
+            model = plant.GetModelInstanceName(joint.model_instance())
+            names[joint.position_start()] = f"{model}::{joint.name()}"
+    return names
 
 
 def _concat(parts: list) -> np.ndarray:

@@ -8,14 +8,18 @@ This module imports neither Drake nor ROS.
 import numba
 import numpy as np
 
+# [m or rad] a joint this far beyond a limit is on it: a start there is accepted.
+LIMIT_SLACK = 1e-9
+
 
 @numba.njit(cache=True)
 def joint_limit_velocity_bounds(n_v, h, q, q_idx, v_idx, q_lower, q_upper):
     """
     Return bounds on v' that keep joints q[q_idx] within [q_lower, q_upper] after the step.
 
-    A joint already beyond a limit may stay where it is (the bound is 0, not
-    a push back).  Unlimited velocities get -inf and +inf.
+    A joint on a limit within round-off (LIMIT_SLACK; the input checks refuse a q
+    further beyond) may stay where it is: the bound is 0, not a push back.
+    Unlimited velocities get -inf and +inf.
     """
     v_lower = np.full(n_v, -np.inf)
     v_upper = np.full(n_v, np.inf)

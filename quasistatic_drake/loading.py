@@ -27,6 +27,7 @@ from pydrake.multibody.parsing import (LoadModelDirectivesFromString, PackageMap
                                        ProcessModelDirectives)
 from pydrake.multibody.plant import MultibodyPlant
 
+from quasistatic_drake.drake_calls import call_drake
 from quasistatic_drake.model_files import urdf_floating_joints
 from quasistatic_drake.paths import PACKAGE_NAME, package_share_dir
 from quasistatic_drake.scenario import dump_yaml, Pose, Scenario, ScenarioError
@@ -134,10 +135,11 @@ def _add_file_model(parser: Parser, spec, loaded: LoadedModels) -> None:
     """Add one ``file:`` entry as one model instance named after the entry."""
     file = spec.file
     try:
-        models = parser.AddModels(url=file) if "://" in file else parser.AddModels(
-            file_name=file)
-    except Exception as err:  # Drake raises RuntimeError with its own text
-        raise _drake_error(f"{spec.where}: Drake could not parse '{file}'", err) from None
+        models = (call_drake(parser.AddModels, url=file) if "://" in file
+                  else call_drake(parser.AddModels, file_name=file))
+    except RuntimeError as err:  # Drake's RuntimeError, or a DrakeRefusal
+        raise _drake_error(f"{spec.where}: Drake could not parse '{file}'", err,
+                           fix=_MODEL_FIX) from None
     if len(models) != 1:
         raise ScenarioError(
             f"{spec.where}: '{file}' defines {len(models)} models; an entry with file: loads "
@@ -164,8 +166,9 @@ def _process_directives(plant: MultibodyPlant, parser: Parser, scenario: Scenari
     _check_welds(scenario)
     before = {plant.GetModelInstanceName(i) for i in _instances(plant)}
     try:
-        infos = ProcessModelDirectives(_drake_directives(scenario.directives), plant, parser)
-    except Exception as err:  # Drake raises RuntimeError with its own text
+        infos = call_drake(ProcessModelDirectives, _drake_directives(scenario.directives),
+                           plant, parser)
+    except RuntimeError as err:  # Drake's RuntimeError, or a DrakeRefusal
         raise _directive_error(scenario, err) from None
     for info in infos:
         loaded.files[info.model_name] = info.model_path
@@ -175,7 +178,7 @@ def _process_directives(plant: MultibodyPlant, parser: Parser, scenario: Scenari
 
 
 def _drake_directives(directives):
-    return LoadModelDirectivesFromString(dump_yaml({"directives": list(directives)}))
+    return call_drake(LoadModelDirectivesFromString, dump_yaml({"directives": list(directives)}))
 
 
 def _check_welds(scenario: Scenario) -> None:
@@ -219,18 +222,22 @@ def _directive_error(scenario: Scenario, err: Exception) -> ScenarioError:
         parser = Parser(plant)
         configure_packages(parser.package_map(), scenario)
         try:
-            ProcessModelDirectives(_drake_directives(scenario.directives[:k + 1]), plant,
-                                   parser)
-        except Exception as failure:  # the first prefix that fails ends with the culprit
+            call_drake(ProcessModelDirectives, _drake_directives(scenario.directives[:k + 1]),
+                       plant, parser)
+        except RuntimeError:  # the first prefix that fails ends with the culprit
             kind = next(iter(scenario.directives[k]))
             return _drake_error(f"{scenario.directives_source}: directives[{k}] ({kind}): "
-                                "Drake could not process it", failure, fix=_DIRECTIVE_FIX)
+                                "Drake could not process it", err, fix=_DIRECTIVE_FIX)
     return _drake_error(f"{scenario.directives_source}: directives: Drake could not process "
                         "them", err, fix=_DIRECTIVE_FIX)
 
 
+_MODEL_FIX = ("Fix: give a model file Drake reads (.urdf, .sdf, .xml for MuJoCo, .obj), "
+              "and for package://<name>/ name the package under packages: or on "
+              "ROS_PACKAGE_PATH.")
 _DIRECTIVE_FIX = ("Fix: check the model and frame names it uses (scoped names are "
-                  "'model::frame'; a frame must exist before it is used).")
+                  "'model::frame'; a frame must exist before it is used; directives weld only "
+                  "models their own add_model added, not the entries with file:).")
 
 
 def _match_entries(scenario: Scenario, created: dict, loaded: LoadedModels) -> None:

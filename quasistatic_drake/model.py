@@ -30,6 +30,8 @@ from pydrake.systems.framework import DiagramBuilder
 from quasistatic_drake.loading import (load_scenario_models, pose_to_rigid_transform,
                                        root_bodies)
 from quasistatic_drake.coupling import Follower
+from quasistatic_drake.drake_calls import call_drake
+from quasistatic_drake.joint_limits import LIMIT_SLACK
 from quasistatic_drake.model_files import collision_friction_flags, mimic_joints
 from quasistatic_drake.scenario import Scenario, ScenarioError
 from quasistatic_drake.shapes import (BOX, CAPSULE, convex_spec, CYLINDER, HALFSPACE, OTHER,
@@ -369,8 +371,8 @@ class QuasistaticModel:
     def _finalize(self) -> None:
         """Finalize the plant; a refusal by Drake (two parents of a body) is a ScenarioError."""
         try:
-            self.plant.Finalize()
-        except Exception as err:  # Drake raises RuntimeError with its own text
+            call_drake(self.plant.Finalize)
+        except RuntimeError as err:  # Drake's RuntimeError, or a DrakeRefusal
             raise ScenarioError(f"{self.scenario.source}: Drake could not finalize the models: "
                                 f"{err} Fix: check the welds in the directives and the files "
                                 "(each body has one parent).") from None
@@ -386,7 +388,7 @@ class QuasistaticModel:
             if joint.num_positions() != 1 or joint.model_instance() not in entries:
                 continue
             k = joint.position_start()
-            if lower[k] - _LIMIT_SLACK <= q[k] <= upper[k] + _LIMIT_SLACK:
+            if lower[k] - LIMIT_SLACK <= q[k] <= upper[k] + LIMIT_SLACK:
                 continue
             info, spec = entries[joint.model_instance()]
             given = ("initial_positions" if spec.initial_positions is not None
@@ -688,7 +690,6 @@ class QuasistaticModel:
 
 
 _ORIGIN = np.zeros(3)
-_LIMIT_SLACK = 1e-9       # [m or rad] an initial position this far beyond a limit is on it
 # What Drake's parsers give a collision geometry whose file sets no friction (static, dynamic).
 _DRAKE_DEFAULT_FRICTION = (1.0, 1.0)
 

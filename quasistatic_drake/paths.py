@@ -53,10 +53,19 @@ def resolve_model_file(file: str, base_dir: str | os.PathLike,
         if name not in roots:
             return file
         path = Path(roots[name]) / rest
+        if ".." in Path(rest).parts:
+            raise FileNotFoundError(
+                f"model file '{file}' leaves its package with '..'. Fix: name a file inside "
+                f"the package, or give the file's own path.")
     else:
         path = Path(base_dir) / os.path.expanduser(file)
-    path = path.resolve()
-    if not path.is_file():
+    try:
+        path = path.resolve()
+        found = path.is_file()
+    except (ValueError, OSError) as err:      # a NUL byte, a name too long, a loop
+        raise FileNotFoundError(f"model file {file[:80]!r} is not a usable path ({err}). "
+                                "Fix: give the path of an existing model file.") from None
+    if not found:
         raise FileNotFoundError(
             f"model file '{file}' not found (looked at {path}). Fix: give a path relative "
             f"to the scenario file, an absolute path, or {PACKAGE_URI_PREFIX}<path> (or "

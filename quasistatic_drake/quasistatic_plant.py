@@ -214,13 +214,13 @@ class QuasistaticPlant(LeafSystem):
     def set_state(self, context: Context, state: State) -> None:
         """Set the context's state from an engine State (checked first; CommandError)."""
         state = self.engine.checked_state(state)
+        outcome = self._initial_outcome(np.array(state.q), context.get_time())
         context.SetDiscreteState(self._q_index, np.array(state.q))
         context.SetDiscreteState(self._q_ref_index, np.array(state.q_ref))
         context.SetDiscreteState(self._v_a_index, np.zeros(len(self._robot_q_idx))
                                  if state.robot_velocity is None
                                  else np.array(state.robot_velocity))
-        context.SetAbstractState(self._outcome_index,
-                                 self._initial_outcome(np.array(state.q), context.get_time()))
+        context.SetAbstractState(self._outcome_index, outcome)
         context.SetAbstractState(self._warm_start_index, state.warm_start)
 
     def set_positions(self, context: Context, q: np.ndarray) -> None:

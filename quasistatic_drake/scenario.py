@@ -44,6 +44,7 @@ from typing import Any, Mapping, Optional
 import numpy as np
 import yaml
 
+from quasistatic_drake.drake_calls import call_drake
 from quasistatic_drake.formulations import registry
 from quasistatic_drake.paths import resolve_model_file
 from quasistatic_drake.schema import (anything, checked, flag, list_of, mapping_of, nested,
@@ -316,14 +317,22 @@ def _load_yaml(path: Path, source: str, what: str) -> Any:
     try:
         return yaml.load(path.read_text(), Loader=_Loader)
     except yaml.YAMLError as err:
-        raise ScenarioError(f"{source}: not valid YAML: {err}\nFix: correct the syntax at "
-                            "the line and column shown.") from err
+        raise ScenarioError(f"{source}: {what} is not valid YAML{_yaml_position(err)}. Fix: "
+                            "correct the syntax there, or name the YAML file meant.") from None
     except UnicodeDecodeError as err:
         raise ScenarioError(f"{source}: {what} is not a UTF-8 text file ({err.reason} at byte "
                             f"{err.start}). Fix: pass the YAML file, not a binary one.") from None
     except RecursionError:
         raise ScenarioError(f"{source}: {what} nests its lists or mappings too deeply to "
                             "read. Fix: flatten it (a scenario needs a few levels).") from None
+
+
+def _yaml_position(err: yaml.YAMLError) -> str:
+    """Return where and why PyYAML stopped, without quoting the file's text (it may be data)."""
+    mark = getattr(err, "problem_mark", None)
+    problem = getattr(err, "problem", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return where + (f" ({problem})" if problem else "")
 
 
 def _composed(data: Any, base_dir: Path, source: str, chain: tuple) -> Any:
@@ -409,7 +418,10 @@ def _absolute_directive(directive: Any, base_dir: Path) -> Any:
 def _absolute(path: str, base_dir: Path) -> str:
     if "://" in path or not path:
         return path
-    return str((base_dir / os.path.expanduser(path)).resolve())
+    try:
+        return str((base_dir / os.path.expanduser(path)).resolve())
+    except (ValueError, OSError):     # a NUL byte, a name too long: the loader names it
+        return path
 
 
 # ----- what the schema cannot say on its own ---------------------------------------------
@@ -551,6 +563,13 @@ def _check_nesting(directives, chain: tuple, where: str, packages) -> None:
         data = _load_yaml(path, at, f"its file '{body['file']}'")
         nested = data.get("directives") if isinstance(data, Mapping) else None
         if isinstance(nested, list):
+            for j, item in enumerate(nested):
+                if isinstance(item, Mapping) and len(item) == 1:
+                    (inner, inner_body), = item.items()
+                    try:
+                        _check_directive_values(inner_body, f"directives[{j}] ({inner})")
+                    except SchemaError as err:
+                        raise ScenarioError(f"{path}: {err}") from None
             _check_nesting(nested, (*chain, path), str(path), packages)
 
 
@@ -565,9 +584,48 @@ def _check_directives(directives: tuple, where: str) -> None:
             raise SchemaError(f"{where}[{k}]", "expected one directive (add_model, add_weld, "
                               "add_frame, add_directives, add_model_instance or "
                               f"add_collision_filter_group), got {directive!r}.")
+        _check_directive_values(directive[kind], f"{where}[{k}] ({kind})")
         try:
-            LoadModelDirectivesFromString(dump_yaml({"directives": [directive]}))
-        except Exception as err:  # Drake's yaml_load_typed raises RuntimeError
+            call_drake(LoadModelDirectivesFromString, dump_yaml({"directives": [directive]}))
+        except RuntimeError as err:  # yaml_load_typed's RuntimeError, or a DrakeRefusal
             raise SchemaError(f"{where}[{k}] ({kind})", f"not in Drake's model directive "
                               f"syntax: {err} Fix: see Drake's "
                               "multibody/parsing/README_model_directives.md.") from None
+
+
+# The largest magnitude of a number in a directive (a position in m, an angle): beyond it a
+# pose leaves the range the contact kernels are exact in (a weld at 1e308 m ended in a
+# numba SystemError).
+DIRECTIVE_NUMBER_BOUND = 1e6
+
+
+def _check_directive_values(value: Any, where: str) -> None:
+    """
+    Refuse what Drake would take silently or end the process on, in one directive's body.
+
+    A number that is not finite (a NaN pose ended the process in SetPositions)
+    or beyond DIRECTIVE_NUMBER_BOUND, and an ``!AngleAxis`` whose axis is
+    zero (Drake turned it into the zero matrix: the table's geometry
+    collapsed).
+    """
+    if isinstance(value, bool):
+        return
+    if isinstance(value, (int, float)):
+        if not np.isfinite(value) or abs(value) > DIRECTIVE_NUMBER_BOUND:
+            raise SchemaError(where, f"expected a finite number within "
+                              f"+-{DIRECTIVE_NUMBER_BOUND:g}, got {value!r}. Fix: give the "
+                              "pose or position in metres and degrees (or radians).")
+        return
+    if isinstance(value, Mapping):
+        if getattr(value, "tag", None) == "!AngleAxis" and isinstance(value.get("axis"), list):
+            axis = value["axis"]
+            _check_directive_values(axis, f"{where}.axis")
+            if not any(isinstance(a, (int, float)) and a != 0 for a in axis):
+                raise SchemaError(f"{where}.axis", f"is {axis}, which has no direction: "
+                                  "Drake would make the rotation the zero matrix. Fix: give "
+                                  "a non-zero axis, e.g. [0, 0, 1].")
+        for key, item in value.items():
+            _check_directive_values(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_directive_values(item, f"{where}[{i}]")

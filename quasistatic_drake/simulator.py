@@ -61,7 +61,8 @@ class QuasistaticSimulator:
         self.detector = ContactDetector(self.model, scenario.friction_directions)
         self.data = StepData(scenario, self.model)
         self.coupling = self.data.coupling
-        self.checks = InputChecks(self.model, self.coupling, scenario.robot_inertia)
+        self.checks = InputChecks(self.model, self.coupling, scenario.robot_inertia,
+                                  self.data.limits)
         self.formulation: Formulation = self.data.formulation()
         self.loop = StepLoop(scenario, self.model, self.detector, self.data, self.formulation)
         self._warm_up()

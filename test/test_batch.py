@@ -6,6 +6,7 @@ two-pads scene (config/two_pads_lift.yaml) squeezes a box and lifts it.
 """
 
 import os
+import re
 import signal
 import time
 
@@ -118,22 +119,27 @@ def long_batch(pads):
     return q0s, v_cmds, rollout_batch(pads, q0s, v_cmds)
 
 
-def cpu_seconds(pid):
-    """Return the CPU time process pid has used (/proc/pid/stat: utime + stime)."""
-    with open(f'/proc/{pid}/stat') as f:
-        fields = f.read().rsplit(')', 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+def ray_chunk_worker(timeout=120.0):
+    """
+    Return the pid of a Ray worker process running a chunk, once one is.
 
-
-def wait_until_computing(pid, timeout=120.0):
-    """Return once process pid uses more than half a core over a 0.3 s window."""
+    A Ray worker names itself after the task it runs (its process title,
+    /proc/<pid>/cmdline: 'ray::run_chunk'; 'ray::IDLE' between tasks): the
+    worker itself reports that a chunk has started.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        before, start = cpu_seconds(pid), time.monotonic()
-        time.sleep(0.3)
-        if (cpu_seconds(pid) - before) / (time.monotonic() - start) > 0.5:
-            return
-    raise AssertionError(f'worker {pid} did not start its next chunk within {timeout} s')
+        for entry in os.listdir('/proc'):
+            if entry.isdigit():
+                try:
+                    with open(f'/proc/{entry}/cmdline', 'rb') as f:
+                        title = f.read()
+                except OSError:
+                    continue
+                if title.startswith(b'ray::run_chunk'):
+                    return int(entry)
+        time.sleep(0.01)
+    raise AssertionError(f'no Ray worker began a chunk within {timeout} s')
 
 
 @pytest.mark.parametrize('backend', ['process', 'ray'])
@@ -143,10 +149,17 @@ def test_a_worker_killed_mid_chunk_has_its_chunk_rerun_and_the_batch_is_whole(
     killed = []
 
     def kill_a_busy_worker(chunk):
-        if not killed:                  # the worker that sent this chunk has begun another
-            wait_until_computing(chunk.pid)
-            os.kill(chunk.pid, signal.SIGKILL)
-            killed.append(chunk.pid)
+        """
+        At the first finished chunk, kill a worker while chunks are left.
+
+        process: any worker's death breaks the pool, and the 4 or more chunks
+        not finished yet are rerun; ray: the worker running a chunk (by its
+        own report, its process title) is killed, and its task is resubmitted.
+        """
+        if not killed:
+            pid = chunk.pid if backend == 'process' else ray_chunk_worker()
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
 
     faulty = rollout_batch(pads, q0s, v_cmds, backend=backend, workers=2, chunk_size=16,
                            on_chunk=kill_a_busy_worker)
@@ -318,30 +331,46 @@ def test_the_rollouts_command_refuses_what_it_cannot_run(tmp_path):
 
 
 # ----- Ray at an address: a one-node cluster started by `ray start` ------------------------
-def free_port():
+@pytest.fixture
+def closed_port():
+    """
+    Yield a port nothing answers at, held for the test.
+
+    The socket is bound but never listens: a connection is refused, and no
+    other process can take the port meanwhile (binding and releasing it raced).
+    """
     import socket
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
+        yield s.getsockname()[1]
+
+
+def head_port(line):
+    """Return the port of `ray start --head --port=0`'s "ray start --address='IP:PORT'" line."""
+    match = re.search(r"ray start --address='[^:']+:(\d+)'", line)
+    return int(match.group(1)) if match else None
 
 
 def test_the_rollouts_command_runs_on_a_ray_cluster_at_an_address(tmp_path, pads):
     """A head node started by `ray start`, joined with --address, as on a real cluster."""
     import subprocess
     import sys
-    port = free_port()
     ray_cli = os.path.join(os.path.dirname(sys.executable), 'ray')
-    head = subprocess.Popen([ray_cli, 'start', '--head', '--block', f'--port={port}',
+    head = subprocess.Popen([ray_cli, 'start', '--head', '--block', '--port=0',
                              '--num-cpus=2', '--include-dashboard=false',
                              '--disable-usage-stats'],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     try:
-        for line in head.stdout:                     # wait until the head says it is up
-            if 'Ray runtime started' in line:
+        port, started = None, False
+        for line in head.stdout:         # wait until the head says where it is, and is up
+            port = port or head_port(line)
+            started = started or 'Ray runtime started' in line
+            if port and started:
                 break
         else:
             pytest.fail('ray start --head ended before the runtime started')
+        assert port, 'ray start --head did not print its address'
         out = tmp_path / 'cluster.npz'
         env = {**os.environ, 'RAY_AUTH_MODE': 'token'}     # `ray start` uses a token
         done = subprocess.run(
@@ -363,18 +392,18 @@ def test_the_rollouts_command_runs_on_a_ray_cluster_at_an_address(tmp_path, pads
     assert serial.q.tobytes() == data['q'].tobytes()
 
 
-def test_an_address_nothing_answers_at_is_refused_at_once(tmp_path):
+def test_an_address_nothing_answers_at_is_refused_at_once(tmp_path, closed_port):
     start = time.monotonic()
     done = run_cli(PADS, '--samples', '2', '--noise', '0.01', '--backend', 'ray', '--address',
-                   f'127.0.0.1:{free_port()}', '--out', str(tmp_path / 'x.npz'))
+                   f'127.0.0.1:{closed_port}', '--out', str(tmp_path / 'x.npz'))
     assert done.returncode == 2 and 'nothing answers at 127.0.0.1:' in done.stderr
     assert 'Fix' in done.stderr and time.monotonic() - start < 60
     assert not (tmp_path / 'x.npz').exists()
 
 
-def test_another_address_than_the_connected_ray_is_refused(pads, ray_local):
+def test_another_address_than_the_connected_ray_is_refused(pads, ray_local, closed_port):
     from quasistatic_drake.batch import BatchError
     q0 = engine_for(pads).default_positions()
     with pytest.raises(BatchError, match=r'already connected to the Ray at .*Fix: ray.shutdown'):
         rollout_batch(pads, q0[None], {'pads': np.zeros((1, 2, 3))}, backend='ray',
-                      address=f'127.0.0.1:{free_port()}')
+                      address=f'127.0.0.1:{closed_port}')

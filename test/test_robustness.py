@@ -19,7 +19,7 @@ from pydrake.math import RollPitchYaw
 import pytest
 import yaml
 
-from quasistatic_drake import QuasistaticSimulator, Scenario, ScenarioError
+from quasistatic_drake import CommandError, QuasistaticSimulator, Scenario, ScenarioError
 from quasistatic_drake.model import DEFAULT_MAX_LEAD
 
 from conftest import (ground_entry, make_sim, PENETRATION_LIMIT, pose_xyz_rpy, REPO_ROOT,
@@ -348,18 +348,27 @@ def limited_slider(tmp_path):
         'environment': [ground_entry(tmp_path)]})
 
 
-def test_joint_position_limits_hold_and_a_joint_beyond_one_may_stay(tmp_path):
-    """QP bounds (min(lo, q) - q) / h <= v' <= (max(hi, q) - q) / h (formulations/qp.py)."""
+def test_joint_position_limits_hold_and_a_start_beyond_one_is_refused(tmp_path):
+    """
+    QP bounds (min(lo, q) - q) / h <= v' <= (max(hi, q) - q) / h (formulations/qp.py).
+
+    A q further than LIMIT_SLACK beyond a limit was taken and held there
+    (issue 31, defect 6: wrong geometry, silently); it is now a CommandError
+    naming the joint and its limits, like a scenario's initial position.
+    """
     sim = limited_slider(tmp_path)
     out = sim.rollout(sim.initial_state(), [{'slider': [0.6]}] * 4)
     assert out.failed_steps == 0
     assert out.q[1:, 0] == pytest.approx([0.06, 0.1, 0.1, 0.1], abs=1e-9), 'stops at 0.1 m'
     beyond = sim.default_positions()
     beyond[0] = 0.15                                         # placed beyond the upper limit
-    further = sim.step(sim.initial_state(beyond), {'slider': [0.5]})
-    assert further.success and further.q_next[0] == pytest.approx(0.15, abs=1e-12)
-    back = sim.step(sim.initial_state(beyond), {'slider': [-0.5]})
-    assert back.success and back.q_next[0] == pytest.approx(0.10, abs=1e-9)
+    with pytest.raises(CommandError, match=r"q\[0\] = 0\.15 puts joint 'slider::slide' outside "
+                                           r"its limits \[-0\.1, 0\.1\]"):
+        sim.initial_state(beyond)
+    on_it = sim.default_positions()
+    on_it[0] = 0.1 + 0.5e-9                                  # on the limit, within round-off
+    back = sim.step(sim.initial_state(on_it), {'slider': [-0.5]})
+    assert back.success and back.q_next[0] == pytest.approx(0.05, abs=1e-9)
 
 
 # ----- docs/robustness.md's statement about a box pushed through its centre ----------------

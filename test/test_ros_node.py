@@ -193,6 +193,30 @@ def test_dynamic_parameters_are_checked(ros):
     assert ros.node.params.real_time_rate == 0.0
 
 
+@pytest.mark.parametrize('rate', [1e-300, 1e-11, 1e300])
+def test_a_rate_out_of_range_is_refused_and_the_node_runs_on(ros, rate):
+    """A timer's period is whole nanoseconds: 1e-300 raised TypeError and the node died."""
+    result = ros.node.set_parameters([Parameter('real_time_rate', value=rate)])[0]
+    assert not result.successful
+    assert "'real_time_rate'" in result.reason and 'from 1e-06 to 1e+06' in result.reason
+    assert ros.node.params.real_time_rate == 0.0
+    steps = ros.probe.wait_status(lambda s: True, 'a status')['steps']
+    ros.probe.wait_status(lambda s: s['steps'] > steps + 3, 'more steps')
+
+
+def test_the_clock_runs_again_after_a_very_slow_rate(ros):
+    """At 1e-6 a step is due every 1e5 s; set back to 0, stepping resumed only after a pause."""
+    assert ros.node.set_parameters([Parameter('real_time_rate', value=1e-6)])[0].successful
+    try:
+        assert ros.node._step_timer.timer_period_ns == pytest.approx(H / 1e-6 * 1e9)
+        # the timer has fired under the new period: its next call is a day away
+        wait_for(lambda: ros.node._step_timer.time_until_next_call() > 1e13, what='the timer')
+    finally:
+        assert ros.node.set_parameters([Parameter('real_time_rate', value=0.0)])[0].successful
+    steps = ros.probe.wait_status(lambda s: True, 'a status')['steps']
+    ros.probe.wait_status(lambda s: s['steps'] > steps + 3, 'steps after the rate change')
+
+
 def test_bad_scenario_parameter_is_a_clear_error(tmp_path):
     harness = RosHarness()
     try:

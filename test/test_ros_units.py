@@ -26,14 +26,17 @@ def test_parameter_defaults_and_checks():
     assert node_params({'real_time_rate': 0}).real_time_rate == 0.0   # an int is fine
     for name, bad in [('real_time_rate', -1.0), ('publish_rate', 0.0), ('clock_rate', math.inf),
                       ('command_timeout', 'soon'), ('meshcat', 1), ('meshcat_port', 70000),
-                      ('scenario', ''), ('frame_prefix', 3), ('publish_robot_tf', 'yes')]:
+                      ('scenario', ''), ('frame_prefix', 3), ('publish_robot_tf', 'yes'),
+                      # a timer's period is whole nanoseconds: 1e-300 killed the node
+                      ('real_time_rate', 1e-300), ('real_time_rate', 1e-11),
+                      ('real_time_rate', 1e7), ('publish_rate', 1e-300), ('clock_rate', 1e300)]:
         with pytest.raises(ParameterError, match=f"parameter '{name}'.*Fix: pass e.g."):
             node_params({name: bad})
     with pytest.raises(ParameterError, match=r"unknown parameter\(s\) \['rate'\]"):
         node_params({'rate': 1.0})
     assert list(PARAMETERS) == ['scenario', 'real_time_rate', 'publish_rate', 'clock_rate',
-                                'command_timeout', 'meshcat', 'meshcat_port', 'frame_prefix',
-                                'publish_robot_tf']
+                                'command_timeout', 'meshcat', 'meshcat_port', 'meshcat_host',
+                                'frame_prefix', 'publish_robot_tf']
 
 
 # ----- commands -----------------------------------------------------------------------
@@ -46,8 +49,11 @@ def test_command_buffer_refuses_bad_messages_whole():
     assert buffer.set_named(['b', 'b'], [5.0, 6.0], now=0.1).kind == 'name'
     assert buffer.set_named(['b'], [], now=0.1).kind == 'size'
     assert buffer.set_named(['b', 'c'], [5.0, math.nan], now=0.1).kind == 'finite'
+    # the engine's MAX_COMMAND: a 1e20 command made every step fail, -1.8e308 raised inside
+    assert buffer.set_named(['c'], [-1.79e308], now=0.1).kind == 'range'
+    assert 'beyond +-1e+06' in buffer.set_array([0.0, 1e20, 0.0], now=0.1).message
     assert buffer.current(0.2, timeout=1.0).tolist() == [1.0, 2.0, 3.0]
-    assert (buffer.accepted, buffer.rejected) == (1, 7)
+    assert (buffer.accepted, buffer.rejected) == (1, 9)
     assert 'expected 3 velocities' in buffer.set_array([0.0], now=0.0).message
 
 

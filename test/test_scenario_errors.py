@@ -274,5 +274,6 @@ def test_missing_and_bad_yaml_files_start_with_the_path(tmp_path):
         Scenario.from_yaml(missing)
     bad = tmp_path / 'bad.yaml'
     bad.write_text('time_step: [0.1\n')
-    with pytest.raises(ScenarioError, match=f'(?s)^{re.escape(str(bad))}: not valid YAML.*Fix: '):
+    with pytest.raises(ScenarioError, match=f'^{re.escape(str(bad))}: the scenario file is not '
+                                            'valid YAML at line 2, column 1.*Fix: '):
         Scenario.from_yaml(bad)

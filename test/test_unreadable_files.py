@@ -32,3 +32,15 @@ def test_a_3000_deep_nesting_is_refused(tmp_path):
     scene.write_text(PUSH + 'extra: ' + '[' * 3000 + ']' * 3000 + '\n')
     with pytest.raises(ScenarioError, match='too deeply'):
         Scenario.from_yaml(scene)
+
+
+def test_an_included_file_that_is_not_yaml_is_named_not_quoted(tmp_path):
+    """The error quoted a line of the file (it may be a key or a password): now where it fails."""
+    secret = tmp_path / 'notes.txt'
+    secret.write_text('user: alice\npassword: s3cr3t: hunter2\n')
+    scene = tmp_path / 'scene.yaml'
+    scene.write_text(f'include: {secret}\n' + PUSH)
+    with pytest.raises(ScenarioError, match=r'include\[0\]: .*notes\.txt: the included file is '
+                                            r'not valid YAML at line 2, column 17') as err:
+        Scenario.from_yaml(scene)
+    assert 'hunter2' not in str(err.value) and 's3cr3t' not in str(err.value)

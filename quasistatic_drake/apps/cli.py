@@ -32,11 +32,12 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
-from pydrake.geometry import Meshcat
 from pydrake.math import RollPitchYaw
 
 from quasistatic_drake.apps import convert_qsim, paper_2d, rollouts
-from quasistatic_drake.apps.arguments import non_negative, positive
+from quasistatic_drake.apps.arguments import at_most, non_negative, output_file, positive
+from quasistatic_drake.inputs import MAX_COMMAND
+from quasistatic_drake.meshcat_server import make_meshcat
 from quasistatic_drake.paths import package_share_dir
 from quasistatic_drake.apps.pick_and_place import PickPlaceTask, StepRecord, run_pick_and_place
 from quasistatic_drake.apps.planning import PlanningError
@@ -89,12 +90,16 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument('--formulation', choices=registry.names(),
                       help="override the scenario's formulation")
     demo.add_argument('--no-meshcat', action='store_true', help='run headless')
+    demo.add_argument('--meshcat-host', default='localhost',
+                      help="the interface Meshcat listens on (default localhost: this machine "
+                           "only; '*': every interface)")
     demo.add_argument('--realtime-rate', type=non_negative,
                       help='simulated seconds per wall second; 0 = as fast as possible '
                            '(default 1 with Meshcat, 0 headless)')
-    demo.add_argument('--html', type=Path,
+    demo.add_argument('--html', type=output_file('.html'),
                       help='save a self-contained Meshcat replay of the run here')
-    demo.add_argument('--json', type=Path, help='write a summary of the run here')
+    demo.add_argument('--json', type=output_file('.json'),
+                      help='write a summary of the run here')
     demo.set_defaults(run=run_arm_demo)
     push = commands.add_parser('push', help='a finger pushes a box across a table')
     push.add_argument('--scenario', type=Path,
@@ -102,21 +107,26 @@ def _parser() -> argparse.ArgumentParser:
                       help='scenario YAML with a robot "finger" and an object "box"')
     push.add_argument('--distance', type=positive, default=0.2,
                       help='how far to command the finger along +x [m] (default 0.2)')
-    push.add_argument('--speed', type=positive, default=0.1,
+    push.add_argument('--speed', type=at_most(MAX_COMMAND, 'm/s'), default=0.1,
                       help='commanded finger speed [m/s] (default 0.1)')
-    push.add_argument('--json', type=Path, help='write a summary of the run here')
+    push.add_argument('--json', type=output_file('.json'),
+                      help='write a summary of the run here')
     push.set_defaults(run=run_push_demo)
     paper = commands.add_parser('paper-2d',
                                 help="Pang & Tedrake 2018's 2D gripper-cylinder example")
     paper.add_argument('--backend', choices=MIQP_BACKENDS, default='gurobi')
-    paper.add_argument('--json', type=Path, help='write the trajectories and figures here')
-    paper.add_argument('--png', type=Path, default=Path('out/paper_2d.png'),
+    paper.add_argument('--json', type=output_file('.json'),
+                       help='write the trajectories and figures here')
+    paper.add_argument('--png', type=output_file('.png'),
+                       default=Path('out/paper_2d.png'),
                        help='the panels of Figs. 5 and 6 (default out/paper_2d.png)')
     paper.set_defaults(run=run_paper_2d)
     jamming = commands.add_parser(
         'paper-jamming', help="Halm & Posa's Sec. 6: pushing, jamming, peg-in-hole (LCP)")
-    jamming.add_argument('--json', type=Path, help='write the figures (binding keys) here')
-    jamming.add_argument('--png', type=Path, default=Path('out/paper_jamming.png'),
+    jamming.add_argument('--json', type=output_file('.json'),
+                         help='write the figures (binding keys) here')
+    jamming.add_argument('--png', type=output_file('.png'),
+                         default=Path('out/paper_jamming.png'),
                          help='the panels of Figs. 3 and 4 (default out/paper_jamming.png)')
     jamming.add_argument('--quick', action='store_true',
                          help='every 4th gain of the sweeps (c = 2^(4-n), n = 2, 6, ...)')
@@ -125,13 +135,16 @@ def _parser() -> argparse.ArgumentParser:
     jamming.set_defaults(run=run_paper_jamming)
     bvp = commands.add_parser(
         'paper-bvp', help="Song, Kumar & Pang's Sec. IV-A: boundary-value problems")
-    bvp.add_argument('--json', type=Path, help='write the figures (binding keys) here')
-    bvp.add_argument('--png', type=Path, default=Path('out/paper_bvp.png'),
+    bvp.add_argument('--json', type=output_file('.json'),
+                     help='write the figures (binding keys) here')
+    bvp.add_argument('--png', type=output_file('.png'),
+                     default=Path('out/paper_bvp.png'),
                      help='the panels of Figs. 2-4 (default out/paper_bvp.png)')
     bvp.set_defaults(run=run_paper_bvp)
     plan = commands.add_parser(
         'plan', help='boundary-value problems solved through the step (disk push, box turn)')
-    plan.add_argument('--json', type=Path, help='write the solutions (binding keys) here')
+    plan.add_argument('--json', type=output_file('.json'),
+                      help='write the solutions (binding keys) here')
     plan.set_defaults(run=run_plan)
     batch = commands.add_parser(
         'rollouts', help="perturb a scenario's nominal command and roll out the samples",
@@ -184,7 +197,7 @@ def run_arm_demo(args) -> int:
                                        object=args.object)
     meshcat = None
     if not args.no_meshcat:
-        meshcat = Meshcat()
+        meshcat = make_meshcat(host=args.meshcat_host)
         print(f'Meshcat: open {meshcat.web_url()} in a browser to watch.', flush=True)
     rate = args.realtime_rate if args.realtime_rate is not None else (0.0 if meshcat is None
                                                                       else 1.0)
@@ -345,11 +358,19 @@ def run_plan(args) -> int:
     return 0
 
 
+MAX_PUSH_STEPS = 100_000     # the push command's longest run (a few minutes of CPU)
+
+
 def run_push_demo(args) -> int:
     """Push the box with the finger and print what happened."""
     sim = QuasistaticSimulator(Scenario.from_yaml(args.scenario))
     h = sim.scenario.time_step
     steps = int(round(args.distance / (args.speed * h)))
+    if not 1 <= steps <= MAX_PUSH_STEPS:
+        raise CommandError(f'--distance {args.distance:g} at --speed {args.speed:g} m/s is '
+                           f'{steps} steps of h = {h} s; the push takes 1 to {MAX_PUSH_STEPS}. '
+                           'Fix: choose the distance and the speed so that distance / (speed '
+                           'h) is within that range.')
     q = sim.default_positions()
     box_start = sim.object_pose(q, 'box').translation()
     print(f'Finger pushes a box: {steps} steps of h = {h} s at {args.speed} m/s along +x '

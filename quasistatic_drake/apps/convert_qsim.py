@@ -172,8 +172,9 @@ def write_scenario(scenario: dict, out_path, q_sys_path, notes) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the convert-qsim arguments to a (sub)command's parser."""
+    from quasistatic_drake.apps.arguments import output_file   # stdlib only, like this module
     parser.add_argument("q_sys", type=Path, help="the qsim q_sys YAML file")
-    parser.add_argument("-o", "--output", type=Path,
+    parser.add_argument("-o", "--output", type=output_file(".yaml", ".yml"),
                         help="the scenario YAML to write (default: <q_sys stem>.scenario.yaml "
                              "in the current directory)")
     parser.add_argument("--time-step", type=float, metavar="H",

@@ -22,12 +22,13 @@ The .npz holds: ``q`` (N, T + 1, n_q), ``status`` (N, T), ``commands``
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from quasistatic_drake.apps.arguments import non_negative, positive_int
+from quasistatic_drake.apps.arguments import non_negative, output_file, positive_int, seed
 from quasistatic_drake.batch import BACKENDS, BatchError, rollout_batch, scenario_of
 from quasistatic_drake.batch.engines import engine_for
 from quasistatic_drake.batch.inputs import by_robot, robot_columns, robot_layout
@@ -52,12 +53,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how many at once (default: this machine's cores; with --address, "
                              "the cluster's CPUs)")
     parser.add_argument('--address', help="a Ray cluster's address (with --backend ray)")
-    parser.add_argument('--seed', type=int, default=0, help='the noise generator seed (0)')
+    parser.add_argument('--seed', type=seed, default=0, help='the noise generator seed (0)')
     parser.add_argument('--steps', type=positive_int,
                         help="only the nominal command's first STEPS steps")
     parser.add_argument('--gradients', action='store_true',
                         help='also write each step\'s dq_next_dv_cmd')
-    parser.add_argument('--out', type=Path, required=True, help='the .npz file to write')
+    parser.add_argument('--out', type=output_file('.npz'), required=True,
+                        help='the .npz file to write')
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     nominal = nominal_commands(engine)
     if args.steps is not None:
         nominal = nominal[:args.steps]
+    _check_memory(args.samples, len(nominal), engine)
     commands = perturbed(nominal, args.noise, args.samples, args.seed)
     q0 = engine.default_positions()
     with tqdm(total=args.samples, unit='rollout', file=sys.stderr,
@@ -97,6 +100,18 @@ def run(args: argparse.Namespace) -> int:
     for i, message in sorted(result.errors.items())[:3]:
         print(f'rollout {i} ended early: {message}')
     return 0 if failed == 0 else 1
+
+
+def _check_memory(samples: int, steps: int, engine: QuasistaticSimulator) -> None:
+    """Refuse a batch whose commands and results would not fit in half the free memory."""
+    n_a = len(engine.robot_q_idx)
+    needed = 8 * samples * steps * (2 * n_a + engine.model.n_q + 1)   # commands, q, status
+    free = os.sysconf('SC_AVPHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')
+    if needed > free / 2:
+        raise CommandError(f'--samples {samples} rollouts of {steps} steps need about '
+                           f'{needed / 1e9:.3g} GB for their commands and results; this machine '
+                           f'has {free / 1e9:.3g} GB free. Fix: fewer --samples (or --steps), '
+                           'in several runs.')
 
 
 def nominal_commands(engine: QuasistaticSimulator) -> np.ndarray:

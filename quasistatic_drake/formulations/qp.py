@@ -44,10 +44,12 @@ Two bounds keep a step within its linearisation: the joint limits
 (``joint_limits.py``), and a trust region on the objects' velocities: no
 point of an object moves further in a step than TRUST_FRACTION of the
 detection tolerance, than the robots' references move it (so a carried
-object keeps up with the gripper), or than gravity takes an object from rest
-in a step (|g| h^2).  An object with nothing to hold it (a fall, a slide
-down a slope steeper than its friction) moves at that speed: the
-quasi-static model has no speed of its own to give it.
+object keeps up with the gripper), or than gravity and the applied forces
+take an object from rest in a step (|g| h^2, and h^2 |tau_j| / M_jj for an
+``object_forces`` entry).  An object with nothing to hold it (a fall, a
+slide down a slope steeper than its friction, a lift by a force larger than
+its weight) moves at that speed in the quasi-static mode: the model has no
+speed of its own to give it.  The quasi-dynamic mode's own speed is within it.
 
 An island with no robot in it whose objects did not move in the last step
 sleeps: it is not solved, and stays where it is, until a contact joins it
@@ -325,8 +327,12 @@ class QpFormulation(Formulation):
         shift may be at most the larger of rho and |g| h^2, so that an
         unsupported object falls as gravity takes it from rest.  Gravity gives
         no turn: a box tipping over an edge turns by rho / R a step, and its
-        contact rows stay within their linearisation.  Each velocity's bound is
-        scaled by its share of ``problem.trust``.
+        contact rows stay within their linearisation.  An applied force
+        (``object_forces``) widens the bound of each velocity it drives to
+        the speed it gives the object from rest in the step, h |tau_j| / M_jj
+        (a 1e4 N lift of a 1 kg box reaches its quasi-dynamic 999 m/s, and
+        in the quasi-static mode the motion grows with the force).  Each
+        velocity's bound is scaled by its share of ``problem.trust``.
         """
         facts = self.facts
         rho = max(TRUST_FRACTION * min(facts.detection_tolerance, 1.0),
@@ -340,8 +346,11 @@ class QpFormulation(Formulation):
                 * np.linalg.norm(problem.J_w, axis=1)).max(axis=0, initial=0.0)
         with np.errstate(divide="ignore"):
             limit = np.minimum(rho_shift / (facts.h * shift), rho / (facts.h * turn))
-        limit = limit * np.broadcast_to(problem.trust, limit.shape)   # the step's share
         idx = facts.object_v_idx
+        if problem.tau_ext is not None:   # an applied force's motion from rest in a step
+            limit[idx] = np.maximum(limit[idx], facts.h * np.abs(problem.tau_ext[idx])
+                                    / np.diag(problem.M_u))
+        limit = limit * np.broadcast_to(problem.trust, limit.shape)   # the step's share
         lower[idx] = np.maximum(lower[idx], -limit[idx])
         upper[idx] = np.minimum(upper[idx], limit[idx])
         return lower, upper

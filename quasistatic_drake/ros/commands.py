@@ -8,11 +8,12 @@ Two kinds of message set them:
 * (name, velocity) pairs for some of the joints (``~/joint_commands``).
 
 A message is checked whole before anything changes: a wrong length, a value
-that is not finite, an unknown or repeated joint name reject it with a
-:class:`Rejection` that says why, and the last good command stays.  Each
-joint remembers when it was last commanded; :meth:`CommandBuffer.current`
-gives zero for joints whose command is older than the timeout.  Times are
-wall seconds on a monotonic clock, passed in by the caller.  No rclpy here.
+that is not finite or beyond the engine's MAX_COMMAND, an unknown or repeated
+joint name reject it with a :class:`Rejection` that says why, and the last
+good command stays.  Each joint remembers when it was last commanded;
+:meth:`CommandBuffer.current` gives zero for joints whose command is older
+than the timeout.  Times are wall seconds on a monotonic clock, passed in by
+the caller.  No rclpy here.
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from quasistatic_drake.inputs import MAX_COMMAND
+
 
 @dataclass(frozen=True)
 class Rejection:
-    """Why a command message was refused: ``kind`` (size, finite, name) and a message."""
+    """Why a command message was refused: ``kind`` (size, finite, range, name) and a message."""
 
     kind: str
     message: str
@@ -101,10 +104,14 @@ class CommandBuffer:
 
     def _not_finite(self, data: np.ndarray, names: Sequence[str]) -> Optional[Rejection]:
         bad = np.flatnonzero(~np.isfinite(data))
-        if bad.size == 0:
-            return None
-        return self._reject("finite", f"non-finite velocity for joint(s) "
-                            f"{[names[i] for i in bad]}: {data.tolist()}")
+        if bad.size:
+            return self._reject("finite", f"non-finite velocity for joint(s) "
+                                f"{[names[i] for i in bad]}: {data.tolist()}")
+        bad = np.flatnonzero(np.abs(data) > MAX_COMMAND)
+        if bad.size:
+            return self._reject("range", f"velocity beyond +-{MAX_COMMAND:g} (m/s or rad/s) "
+                                f"for joint(s) {[names[i] for i in bad]}: {data.tolist()}")
+        return None
 
     def _reject(self, kind: str, message: str) -> Rejection:
         self.rejected += 1

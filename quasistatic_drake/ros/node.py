@@ -23,16 +23,19 @@ has the interface table.
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 import time
 from typing import Optional
 
 import rclpy
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.clock import Clock, ClockType
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.signals import SignalHandlerOptions
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
@@ -48,7 +51,8 @@ from quasistatic_drake.ros.pacing import Pacer
 from quasistatic_drake.ros.params import (DESCRIPTIONS, DYNAMIC, NODE_NAME, node_params,
                                           NodeParams, ParameterError, PARAMETERS,
                                           scenario_path)
-from quasistatic_drake.ros.session import make_meshcat, SimSession
+from quasistatic_drake.meshcat_server import make_meshcat
+from quasistatic_drake.ros.session import SimSession
 from quasistatic_drake.scenario import Scenario, ScenarioError
 
 STEP_BUDGET = 0.01        # [s] of stepping per step-timer callback before rclpy spins again
@@ -131,7 +135,7 @@ class QuasistaticSimNode(Node):
         if not self.params.meshcat:
             return None
         try:
-            return make_meshcat(self.params.meshcat_port)
+            return make_meshcat(self.params.meshcat_port, self.params.meshcat_host)
         except RuntimeError as err:
             raise SetupError(f"parameter 'meshcat_port' = {self.params.meshcat_port}: Meshcat "
                              f"could not start: {err} Fix: pick a free port, 0 for the first "
@@ -316,6 +320,8 @@ class QuasistaticSimNode(Node):
         if "real_time_rate" in changes and hasattr(self, "pacer"):
             self.pacer.restart(time.monotonic(), self.session.steps, checked.real_time_rate)
             self._step_timer.timer_period_ns = int(self.pacer.period() * 1e9)
+            if not self.paused:     # the next call was due after the old period: count anew
+                self._step_timer.reset()
         self.params = checked
         return SetParametersResult(successful=True)
 
@@ -366,12 +372,26 @@ class QuasistaticSimNode(Node):
 
 
 def main(args=None) -> int:
-    """Run the node until Ctrl-C or shutdown; return the exit code (2: cannot start)."""
+    """
+    Run the node until SIGINT, SIGTERM or shutdown; return the exit code (2: cannot start).
+
+    The node handles SIGINT and SIGTERM itself: a signal sets a flag that
+    the spin loop reads between two callbacks (at most SPIN_TIMEOUT apart),
+    and the node exits 0, however it was started (a shell's background job
+    ignores SIGINT).  rclpy's own handlers shut the context down while a
+    timer could still publish, which raised RCLError (exit 1).
+    """
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
     node = None
     try:
-        rclpy.init(args=args)
+        rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
         node = QuasistaticSimNode()
-        rclpy.spin(node)
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        while not stop.is_set() and rclpy.ok():
+            executor.spin_once(timeout_sec=SPIN_TIMEOUT)
     except SetupError as err:
         print(f"[{NODE_NAME}] error: {err}", file=sys.stderr, flush=True)
         return 2
@@ -382,6 +402,10 @@ def main(args=None) -> int:
             node.destroy_node()
         rclpy.try_shutdown()
     return 0
+
+
+# [s] the longest the spin waits for a callback before it looks for a signal again
+SPIN_TIMEOUT = 0.25
 
 
 if __name__ == "__main__":

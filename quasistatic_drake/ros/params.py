@@ -34,6 +34,7 @@ class NodeParams:
     ``clock_rate``: /clock messages per wall second [Hz].
     ``command_timeout``: wall seconds after which a joint's command is stale (zero).
     ``meshcat_port``: 0 = the first free port from 7000.
+    ``meshcat_host``: the interface Meshcat listens on ("*": every one).
     ``frame_prefix``: put before every TF frame name except the root ``world``.
     ``publish_robot_tf``: world -> robot links on /tf (false: robot_state_publisher's job).
     """
@@ -45,6 +46,7 @@ class NodeParams:
     command_timeout: float = 0.5
     meshcat: bool = True
     meshcat_port: int = 0
+    meshcat_host: str = "localhost"
     frame_prefix: str = ""
     publish_robot_tf: bool = True
 
@@ -61,6 +63,8 @@ DESCRIPTIONS = {
                        "arrived [s]",
     "meshcat": "draw the scene in Meshcat (the URL is logged)",
     "meshcat_port": "Meshcat's port; 0 = the first free one from 7000",
+    "meshcat_host": "the interface Meshcat listens on: localhost (this machine only), an "
+                    "address, or '*' (every interface)",
     "frame_prefix": "prefix of every TF frame except 'world'",
     "publish_robot_tf": "publish world -> robot links on /tf (false: leave them to "
                         "robot_state_publisher)",
@@ -79,12 +83,13 @@ def node_params(values: Mapping[str, Any]) -> NodeParams:
     merged = {**PARAMETERS, **values}
     return NodeParams(
         scenario=_text(merged, "scenario", allow_empty=False),
-        real_time_rate=_number(merged, "real_time_rate", minimum=0.0, strict=False),
-        publish_rate=_number(merged, "publish_rate", minimum=0.0, strict=True),
-        clock_rate=_number(merged, "clock_rate", minimum=0.0, strict=True),
+        real_time_rate=_rate(merged, "real_time_rate", zero_allowed=True),
+        publish_rate=_rate(merged, "publish_rate", zero_allowed=False),
+        clock_rate=_rate(merged, "clock_rate", zero_allowed=False),
         command_timeout=_number(merged, "command_timeout", minimum=0.0, strict=True),
         meshcat=_flag(merged, "meshcat"),
         meshcat_port=_port(merged, "meshcat_port"),
+        meshcat_host=_text(merged, "meshcat_host", allow_empty=False),
         frame_prefix=_text(merged, "frame_prefix", allow_empty=True),
         publish_robot_tf=_flag(merged, "publish_robot_tf"))
 
@@ -117,6 +122,21 @@ def _number(values: Mapping[str, Any], name: str, minimum: float, strict: bool) 
         raise _fail(name, value, expected)
     value = float(value)
     if not math.isfinite(value) or value < minimum or (strict and value == minimum):
+        raise _fail(name, value, expected)
+    return value
+
+
+# Rates (real_time_rate, publish_rate, clock_rate) lie within these bounds: a timer's period
+# is a whole number of nanoseconds (rclpy raised TypeError at 1e-300, and the node died).
+RATE_RANGE = (1e-6, 1e6)
+
+
+def _rate(values: Mapping[str, Any], name: str, zero_allowed: bool) -> float:
+    low, high = RATE_RANGE
+    expected = (f"{'0 (as fast as possible) or ' if zero_allowed else ''}a number from "
+                f"{low:g} to {high:g}")
+    value = _number(values, name, minimum=0.0, strict=not zero_allowed)
+    if (value != 0.0 or not zero_allowed) and not low <= value <= high:
         raise _fail(name, value, expected)
     return value
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
-from pydrake.geometry import Meshcat, MeshcatParams, MeshcatVisualizer, MeshcatVisualizerParams
+from pydrake.geometry import Meshcat, MeshcatVisualizer, MeshcatVisualizerParams
 from pydrake.math import RigidTransform
 from pydrake.systems.analysis import Simulator
 from pydrake.systems.framework import DiagramBuilder
@@ -127,11 +127,3 @@ class SimSession:
         # The Simulator requires Initialize() after its time moved back, and
         # re-arms the periodic update at the restored time.
         self.simulator.Initialize()
-
-
-def make_meshcat(port: int) -> Meshcat:
-    """Return a Meshcat server on ``port`` (0: the first free port from 7000)."""
-    params = MeshcatParams()
-    if port:
-        params.port = port
-    return Meshcat(params)
