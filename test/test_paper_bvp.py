@@ -117,6 +117,13 @@ def test_ball_cone_ivp_one_rollover(summary):
     assert np.allclose(summary["ball"]["ivp_cone"]["final_dxdy"], run.p[-1], atol=1e-15)
 
 
+def test_ball_cone_ivp_ends_where_the_paper_does():
+    """Issue 30: within 2e-3 of the paper's (0.5632, -0.0534) at q^{N+1} (4.7e-3 at q^N)."""
+    run = pb.ball_ivp(cone=True)
+    assert len(run.p) == 102                           # q^0 .. q^{N+1}, N = 100
+    assert np.linalg.norm(run.p[-1] - run.p[0] - [0.5632, -0.0534]) < 2e-3
+
+
 def test_ball_box_ivp_two_rollovers(summary):
     block = summary["ball"]["ivp_box"]
     assert block["rolling_time_t"] == pytest.approx(0.30)

@@ -30,22 +30,25 @@ s = 0 (v = r omega with omega measured the other way round).
   in v0 halves with h (O(h)), 9.6e-3 at N = 21 down to 7.6e-5 at N = 2815.
 
 Billiard ball (Figs. 3-4), m = 0.2 kg, r = 0.05 m, I = 2/5 m r^2, mu = 0.2,
-g = 9.8, h = 0.01 s, N = 100 steps, T = 1 s, nu0 = [1 0.5 0 40 -20 -10].
+g = 9.8, h = 0.01 s, N = 100, nu0 = [1 0.5 0 40 -20 -10].  The paper's
+boundary conditions (its BVP table) are at q^{N+1}, as the disk's: N + 1 =
+101 steps of h from q^0 (T = 1.01 s; the paper rounds T to 1 s).
 Rigid model with z fixed on the plane (lambda_n = m g), Gamma_t =
 [1 0 0 0 -r 0], Gamma_o = [0 1 0 r 0 0]; the quaternion is not integrated
 (nothing in the boundary conditions reads it).
 
 * ``ball_ivp(cone=True)``: Coulomb's cone (5), backward Euler; one
   roll-over at 0.47 s (continuous 0.4667 s), final displacement
-  (0.5591, -0.0512) against the paper's compliant-NCP (0.5632, -0.0534) of
-  its BVP table (the paper gives no roll-over time for its NCP run).
+  (0.56336, -0.05330) against the paper's (0.5632, -0.0534) of its BVP
+  table, 1.8e-4 apart (after N = 100 steps instead of N + 1 it was
+  (0.5591, -0.0512), 4.7e-3 apart; the paper gives no roll-over time).
 * ``ball_ivp(cone=False)``: the paper's LCP pyramid (a box: each tangent
   direction bounded by mu lambda_n on its own); roll-over times 0.30 s (t)
   and 0.37 s (o), the paper's 0.30 and 0.37 (Fig. 3f); final displacement
-  (0.5090, -0.0877) (the paper prints none).
+  (0.5133, -0.0898) (the paper prints none).
 * ``ball_bvp``: shooting (Newton) on (v_x^0, v_y^0) for the end point; the
   IVP's end point gives back nu0 (the paper's "first check"), and the far
-  target (x0 + 1, y0 - 0.1) needs a faster start, v0 = (1.5447, 0.4174)
+  target (x0 + 1, y0 - 0.1) needs a faster start, v0 = (1.5347, 0.4212)
   (paper Fig. 4, which uses the compliant model and prints no v0; we use the
   same rigid cone model as the IVP).  The consistent BVP returns
   (1, 0.5) to 4e-15; both end points are met to 1e-13.
@@ -123,7 +126,7 @@ class Ball(_Rolling):
     m: float = 0.2
     g: float = GRAVITY_BALL
     h: float = 0.01
-    steps: int = 100
+    steps: int = 101           # N + 1: the boundary conditions are at q^{N+1}, N = 100
     omega0: tuple = (40.0, -20.0, -10.0)
 
     @property
@@ -134,7 +137,7 @@ class Ball(_Rolling):
 
 @dataclass(frozen=True)
 class BallRun:
-    """A discrete ball trajectory: samples l = 0..N, friction over steps 1..N."""
+    """A discrete ball trajectory: samples l = 0..N+1, friction over steps 1..N+1."""
 
     t: np.ndarray
     p: np.ndarray              # (N + 1, 2) centre x, y
