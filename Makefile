@@ -153,7 +153,7 @@ develop: venv
 
 # The arm picks and places a cylinder, live in Meshcat (the URL is printed), and
 # the run is saved as a self-contained replay.  DEMO_ARGS="--no-meshcat" runs headless
-# (drop the --html then: DEMO_HTML=).
+# (the replay is still saved; DEMO_HTML= drops it).
 DEMO_HTML ?= out/pick_and_place.html
 demo: setup
 	$(VENV)/bin/quasistatic-drake demo $(if $(DEMO_HTML),--html $(DEMO_HTML)) $(DEMO_ARGS)

@@ -132,14 +132,23 @@ def root_bodies(plant: MultibodyPlant, instance) -> list:
 
 
 def _add_file_model(parser: Parser, spec, loaded: LoadedModels) -> None:
-    """Add one ``file:`` entry as one model instance named after the entry."""
+    """
+    Add one ``file:`` entry as one model instance named after the entry.
+
+    The entry's ``name:`` names the instance (as ``add_model``'s does in
+    directives), so one file can be loaded any number of times: Drake names
+    a second instance of a file's model ``<model>_1`` while it is added.
+    """
     file = spec.file
+    parser.SetAutoRenaming(True)       # the same file again: named by the entry just below
     try:
         models = (call_drake(parser.AddModels, url=file) if "://" in file
                   else call_drake(parser.AddModels, file_name=file))
     except RuntimeError as err:  # Drake's RuntimeError, or a DrakeRefusal
         raise _drake_error(f"{spec.where}: Drake could not parse '{file}'", err,
                            fix=_MODEL_FIX) from None
+    finally:
+        parser.SetAutoRenaming(False)  # directives name their own instances
     if len(models) != 1:
         raise ScenarioError(
             f"{spec.where}: '{file}' defines {len(models)} models; an entry with file: loads "

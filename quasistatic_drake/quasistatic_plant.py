@@ -99,6 +99,14 @@ class StepOutcome:
         """Return the contacts of the last successful step, with their forces."""
         return self.result.contacts if self.result is not None else ()
 
+    def __repr__(self) -> str:
+        """Return one line: status, time, steps, step time, contacts (not the whole result)."""
+        error = f", error={self.error!r}" if self.error else ""
+        return (f"StepOutcome(status={self.status!r}, time={self.time:.6g} s, "
+                f"steps={self.steps}, step_time={self.step_time * 1e3:.3f} ms, "
+                f"contacts={len(self.contacts)}, "
+                f"min_signed_distance={self.min_signed_distance:.3g} m{error})")
+
     def __deepcopy__(self, memo) -> "StepOutcome":
         """Share instead of copy: Drake clones the state every update."""
         return self
@@ -166,6 +174,19 @@ class QuasistaticPlant(LeafSystem):
     def get_object_pose_output_port(self, object: str):
         """Return the output port of an object's base-body pose (an abstract RigidTransform)."""
         return _named(self._object_pose_ports, object, "object")
+
+    def get_object_pose_vector_output_port(self, object: str):
+        """
+        Return the vector output port of an object's base-body pose, [x y z qw qx qy qz].
+
+        For ``LogVectorOutput`` and Drake's other vector systems, which
+        cannot take the abstract RigidTransform of ``get_object_pose_output_port``.
+        """
+        return _named(self._object_pose_vector_ports, object, "object")
+
+    def get_state_output_port(self):
+        """Return the vector output port of the state: q, then the robots' reference q_ref."""
+        return self._state_port
 
     def get_body_poses_output_port(self):
         """Return the output port of all body poses in the world, by BodyIndex (as MbP's)."""
@@ -318,6 +339,18 @@ class QuasistaticPlant(LeafSystem):
                 lambda context, out, o=o: out.set_value(self._object_pose(context, o)),
                 prerequisites_of_calc=scene)
             for o in model.objects}
+        self._object_pose_vector_ports = {
+            o.name: self.DeclareVectorOutputPort(
+                f"{o.name}_pose_vector", 7,
+                lambda context, out, o=o: out.SetFromVector(
+                    _pose_vector(self._object_pose(context, o))),
+                prerequisites_of_calc=scene)
+            for o in model.objects}
+        self._state_port = self.DeclareVectorOutputPort(
+            "state", model.n_q + len(self._robot_q_idx),
+            lambda context, out: out.SetFromVector(np.concatenate(
+                [self._q(context), context.get_discrete_state(self._q_ref_index).value()])),
+            prerequisites_of_calc=state_only)
         self._body_poses_port = self.DeclareAbstractOutputPort(
             "body_poses", lambda: AbstractValue.Make(
                 [RigidTransform()] * model.plant.num_bodies()),
@@ -379,6 +412,11 @@ class QuasistaticPlant(LeafSystem):
     def object_names(self) -> list[str]:
         """Return the objects, in scenario order."""
         return [o.name for o in self.engine.model.objects]
+
+
+def _pose_vector(pose: RigidTransform) -> np.ndarray:
+    """Return [x y z qw qx qy qz] of a pose (Drake's quaternion order, w first)."""
+    return np.concatenate([pose.translation(), pose.rotation().ToQuaternion().wxyz()])
 
 
 class _Scene:

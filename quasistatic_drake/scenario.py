@@ -47,9 +47,9 @@ import yaml
 from quasistatic_drake.drake_calls import call_drake
 from quasistatic_drake.formulations import registry
 from quasistatic_drake.paths import resolve_model_file
-from quasistatic_drake.schema import (anything, checked, flag, list_of, mapping_of, nested,
-                                      number, optional, read, SchemaError, setting, text,
-                                      vector)
+from quasistatic_drake.schema import (anything, checked, did_you_mean, flag, list_of,
+                                      mapping_of, nested, number, optional, read, SchemaError,
+                                      setting, text, vector)
 
 
 class ScenarioError(ValueError):
@@ -300,7 +300,8 @@ class Scenario:
             settings = checked(replace(current, **changes), name)
         except TypeError:
             unknown = sorted(set(changes) - set(vars(current)))
-            raise ScenarioError(f"{self.source}: {name}: unknown key(s) {unknown}. Allowed "
+            raise ScenarioError(f"{self.source}: {name}: unknown key(s) {unknown}."
+                                f"{did_you_mean(unknown, vars(current))} Allowed "
                                 f"keys: {sorted(vars(current))}.") from None
         except SchemaError as err:
             raise ScenarioError(f"{self.source}: {err}") from None

@@ -20,6 +20,8 @@ Drake nor numba.
 
 from __future__ import annotations
 
+import difflib
+
 import math
 from dataclasses import dataclass, field, fields, is_dataclass, MISSING, replace
 from typing import Any, Callable, Mapping, Optional, Sequence
@@ -35,6 +37,16 @@ class SchemaError(ValueError):
         super().__init__(f"{key or 'top level'}: {message}")
         self.key = key
         self.message = message
+
+
+def did_you_mean(unknown, allowed) -> str:
+    """Return " Did you mean 'x' for 'y'?" for the unknown keys close to an allowed one."""
+    guesses = []
+    for key in unknown:
+        close = difflib.get_close_matches(str(key), [str(a) for a in allowed], n=1, cutoff=0.6)
+        if close:
+            guesses.append(f"'{close[0]}' for '{key}'")
+    return f" Did you mean {', '.join(guesses)}?" if guesses else ""
 
 
 Check = Callable[[Any, str], Any]   # (value, key path) -> the field's value, or SchemaError
@@ -76,8 +88,9 @@ def read(schema: type, data: Any, where: str = "", extra: Sequence[str] = (),
     known = {f.name: f for f in fields(schema) if f.metadata.get("check") is not None}
     unknown = sorted(set(map(str, data)) - set(known) - set(extra))
     if unknown:
-        raise SchemaError(where, f"unknown key(s) {unknown}. Allowed keys: "
-                          f"{sorted([*known, *extra])}.")
+        allowed = [*known, *extra]
+        raise SchemaError(where, f"unknown key(s) {unknown}.{did_you_mean(unknown, allowed)} "
+                          f"Allowed keys: {sorted(allowed)}.")
     values = {}
     for name, f in known.items():
         if name in data:

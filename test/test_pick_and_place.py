@@ -144,10 +144,21 @@ def test_meshcat_live_page_and_replay_show_the_arm(tmp_path):
     assert len(run.records) == run.plan.steps
 
 
+def test_a_headless_demo_writes_its_replay(tmp_path):
+    """Issue 32: --no-meshcat --html was refused; Drake's Meshcat needs no display."""
+    done = subprocess.run([str(CONSOLE_SCRIPT), 'demo', '--no-meshcat', '--html', 'replay.html'],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    assert 'Meshcat: open' not in done.stdout            # nothing live to watch
+    html = tmp_path / 'replay.html'
+    assert 'Replay written to replay.html' in done.stdout
+    assert html.stat().st_size > 100_000 and 'meshcat' in html.read_text()[:20000].lower()
+
+
 def test_demo_argument_errors_are_clear(tmp_path):
-    both = subprocess.run([str(CONSOLE_SCRIPT), 'demo', '--no-meshcat', '--html', 'x.html'],
+    both = subprocess.run([str(CONSOLE_SCRIPT), 'demo', '--no-meshcat', '--keep-open'],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert both.returncode == 2 and 'cannot be combined with --no-meshcat' in both.stderr
+    assert both.returncode == 2 and '--keep-open keeps the live Meshcat view' in both.stderr
     bad = subprocess.run([str(CONSOLE_SCRIPT), 'demo', '--no-meshcat', '--object', 'teapot'],
                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "teapot" in bad.stderr and 'cylinder' in bad.stderr

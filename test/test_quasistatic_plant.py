@@ -115,7 +115,8 @@ def test_ports_names_sizes_and_values(tmp_path):
                       'cyl_generalized_force': 6}
     outputs = [plant.get_output_port(i).get_name() for i in range(plant.num_output_ports())]
     assert set(outputs) == {'positions', 'pads_positions', 'finger_positions', 'cyl_pose',
-                            'body_poses', 'query_object', 'contact_results', 'step_status'}
+                            'cyl_pose_vector', 'state', 'body_poses', 'query_object',
+                            'contact_results', 'step_status'}
     assert plant.get_robot_positions_output_port('finger').size() == 3
     assert plant.get_positions_output_port().size() == engine.model.n_q
     context = plant.CreateDefaultContext()

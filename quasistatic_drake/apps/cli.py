@@ -38,6 +38,7 @@ from quasistatic_drake.apps import convert_qsim, paper_2d, rollouts
 from quasistatic_drake.apps.arguments import at_most, non_negative, output_file, positive
 from quasistatic_drake.inputs import MAX_COMMAND
 from quasistatic_drake.meshcat_server import make_meshcat
+from quasistatic_drake.shapes import KIND_NAMES
 from quasistatic_drake.paths import package_share_dir
 from quasistatic_drake.apps.pick_and_place import PickPlaceTask, StepRecord, run_pick_and_place
 from quasistatic_drake.apps.planning import PlanningError
@@ -96,6 +97,8 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument('--realtime-rate', type=non_negative,
                       help='simulated seconds per wall second; 0 = as fast as possible '
                            '(default 1 with Meshcat, 0 headless)')
+    demo.add_argument('--keep-open', action='store_true',
+                      help='keep the live Meshcat view after the run, until Ctrl-C')
     demo.add_argument('--html', type=output_file('.html'),
                       help='save a self-contained Meshcat replay of the run here')
     demo.add_argument('--json', type=output_file('.json'),
@@ -186,9 +189,9 @@ def _default_arm_scene(formulation: Optional[str]) -> Path:
 
 def run_arm_demo(args) -> int:
     """Pick and place with the arm; print the phases and a summary."""
-    if args.html is not None and args.no_meshcat:
-        raise ScenarioError('--html records the Meshcat scene; it cannot be combined with '
-                            '--no-meshcat. Fix: drop one of them.')
+    if args.keep_open and args.no_meshcat:
+        raise CommandError('--keep-open keeps the live Meshcat view; with --no-meshcat there '
+                           'is none. Fix: drop one of them.')
     scenario = Scenario.from_yaml(args.scenario or _default_arm_scene(args.formulation))
     if args.formulation:
         scenario = scenario.with_formulation(args.formulation)
@@ -199,7 +202,9 @@ def run_arm_demo(args) -> int:
     if not args.no_meshcat:
         meshcat = make_meshcat(host=args.meshcat_host)
         print(f'Meshcat: open {meshcat.web_url()} in a browser to watch.', flush=True)
-    rate = args.realtime_rate if args.realtime_rate is not None else (0.0 if meshcat is None
+    elif args.html is not None:       # headless: Meshcat records the replay, nobody watches
+        meshcat = make_meshcat(host='localhost')
+    rate = args.realtime_rate if args.realtime_rate is not None else (0.0 if args.no_meshcat
                                                                       else 1.0)
     print(f'Pick and place ({scenario.source}): h = {scenario.time_step} s, '
           f'{scenario.formulation}, realtime rate {rate or "unlimited"}')
@@ -223,7 +228,21 @@ def run_arm_demo(args) -> int:
         print(f'Replay written to {args.html} (open it in a browser; no server needed).')
     if args.json:
         _write_json(args.json, summary)
+    if args.keep_open:
+        print(f'Meshcat stays open at {meshcat.web_url()}; press Ctrl-C to end.', flush=True)
+        _wait_for_interrupt()
     return 0 if summary['failed_steps'] == 0 else 1
+
+
+def _wait_for_interrupt() -> None:
+    """Return on Ctrl-C (or SIGTERM): the live view stays up until then."""
+    import signal
+    import threading
+    done = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: done.set())
+    while not done.wait(timeout=1.0):
+        pass
 
 
 class _PhasePrinter:
@@ -281,10 +300,19 @@ def run_paper_2d(args) -> int:
           f"(K h |x_dot| = {paper_2d.K * paper_2d.H * 0.1:.2f} N)")
     print(f"  LCP (eq. 30): cylinder max y {max(summary['lcp_cylinder_y']):.4f} m, normal "
           f"force max {max(np.abs(summary['lcp_normal_force'])):.2f} N")
-    print(f"  hand-written (eqs. 24-28) vs Drake path: max |dq| "
-          f"{summary['hand_written_vs_drake_max_q_diff']:.2e} m, max |dF| "
-          f"{summary['hand_written_vs_drake_max_force_diff']:.2e} N")
-    return _write_figures(args, summary, summary, paper_2d.plot)
+    dq, df = (summary['hand_written_vs_drake_max_q_diff'],
+              summary['hand_written_vs_drake_max_force_diff'])
+    agree = max(dq, df) <= paper_2d.CROSS_CHECK_TOL
+    print(f"  hand-written (eqs. 24-28) vs Drake path: max |dq| {dq:.2e} m, max |dF| "
+          f"{df:.2e} N: {'within' if agree else 'FAILED, beyond'} the tolerance "
+          f"{paper_2d.CROSS_CHECK_TOL:g}")
+    _write_figures(args, summary, summary, paper_2d.plot)
+    if not agree:
+        print(f'error: with --backend {args.backend} the hand-written model and the Drake '
+              f'path disagree beyond {paper_2d.CROSS_CHECK_TOL:g}: the example is not '
+              'reproduced (the backend returns another solution of one of the MIQPs, or a '
+              'less exact one).', file=sys.stderr)
+    return 0 if agree else 1
 
 
 def run_paper_jamming(args) -> int:
@@ -443,6 +471,11 @@ def run_info(args) -> int:
               f'xyz = {np.round(xyz, 4).tolist()}')
     for env in sim.scenario.environment:
         print(f'environment {env.name}: {sim.model.file_of(env.name)}')
+    print('collision geometries (body: shape, Coulomb friction mu; two in contact combine as '
+          'Drake does, 2 mu_a mu_b / (mu_a + mu_b)):')
+    for info in sorted(sim.model.geometries.values(), key=lambda g: g.index):
+        print(f'  {info.body_name}: {KIND_NAMES[info.shape.kind]}, mu = {info.mu:g}'
+              f'{"" if info.moves else " (welded)"}')
     sim.model.set_positions(q)
     contacts = sim.detector.detect(sim.scenario.contact_detection_tolerance)
     print(f'{contacts.n_c} contact points within '

@@ -535,6 +535,12 @@ class _Converter:
         directives = [{"add_model": {"name": name, "file": self.models[name].uri}}
                       for name in objects]
         directives.append({"add_directives": {"file": directive_uri}})
+        if objects:
+            self.notes.append(
+                f"{q_sys.at('objects')}: a q_sys file carries no initial poses (qsim takes them "
+                f"from the caller), so {sorted(objects)} start at the origin, where they may "
+                "overlap the robots or the ground. Fix: give each an initial_pose under "
+                "objects (or a default_free_body_pose in its add_model).")
         return {
             **params,
             "packages": {name: str(self.roots[name]) for name in sorted(self.used)},

@@ -151,6 +151,10 @@ def run_drake(backend: str = "gurobi") -> Trajectory:
                       np.array(times))
 
 
+# [m, N] the hand-written model (a) and the Drake path (b) agree to this (test_miqp.py)
+CROSS_CHECK_TOL = 1e-6
+
+
 def reproduce(backend: str = "gurobi") -> dict:
     """Run (a), (b) and the LCP scheme; return the binding JSON summary and the agreement."""
     a = run_hand_written(backend)
@@ -167,6 +171,7 @@ def reproduce(backend: str = "gurobi") -> dict:
         "hand_written_vs_drake_max_q_diff": float(np.max(np.abs(a.q - b.q))),
         "hand_written_vs_drake_max_force_diff": float(np.max(np.abs(a.normal_force
                                                                     - b.normal_force))),
+        "cross_check_tolerance": CROSS_CHECK_TOL,
         "solve_time_ms": {"median": float(np.median(a.solve_time) * 1e3),
                           "max": float(np.max(a.solve_time) * 1e3)},
         "backend": backend,
