@@ -74,14 +74,29 @@ def find_islands(unit_of_v: np.ndarray, n_units: int, robot_units: np.ndarray,
     whose entry (c, j) is nonzero where contact c involves velocity j (the
     normal and tangent Jacobians' magnitudes summed).
     """
-    root, first = _labels(n_units, unit_of_v, np.ascontiguousarray(rows))
+    root, v_root, contact_root = _roots(n_units, np.asarray(unit_of_v, dtype=np.int64),
+                                        np.ascontiguousarray(rows, dtype=float))
     robots = np.zeros(n_units, dtype=bool)
     robots[robot_units] = True
     islands = []
-    contact_root = np.where(first >= 0, root[np.maximum(first, 0)], -1)
     for r in np.unique(root):
         units = np.flatnonzero(root == r)
         islands.append(Island(
-            units=units, v_idx=np.flatnonzero(np.isin(unit_of_v, units)),
+            units=units, v_idx=np.flatnonzero(v_root == r),
             contacts=np.flatnonzero(contact_root == r), driven=bool(robots[units].any())))
     return islands
+
+
+@numba.njit(cache=True)
+def _roots(n_units, unit_of_v, rows):
+    """Return the island root of each unit, of each velocity and of each contact (-1: none)."""
+    root, first = _labels(n_units, unit_of_v, rows)
+    v_root = -np.ones(unit_of_v.shape[0], dtype=np.int64)
+    for j in range(unit_of_v.shape[0]):
+        if unit_of_v[j] >= 0:
+            v_root[j] = root[unit_of_v[j]]
+    contact_root = -np.ones(first.shape[0], dtype=np.int64)
+    for c in range(first.shape[0]):
+        if first[c] >= 0:
+            contact_root[c] = root[first[c]]
+    return root, v_root, contact_root
