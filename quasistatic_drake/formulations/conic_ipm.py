@@ -208,15 +208,19 @@ def _winv2(a, eta, wbar, out):
     """Set out (3 x 3) = W^-2 of the SOC block at row a (W^-1 in closed form, squared)."""
     w0, w1, w2 = wbar[a], wbar[a + 1], wbar[a + 2]
     c = 1.0 / (1.0 + w0)
-    winv = np.empty((3, 3))
-    winv[0, 0], winv[0, 1], winv[0, 2] = w0, -w1, -w2
-    winv[1, 0], winv[1, 1], winv[1, 2] = -w1, 1.0 + w1 * w1 * c, w1 * w2 * c
-    winv[2, 0], winv[2, 1], winv[2, 2] = -w2, w1 * w2 * c, 1.0 + w2 * w2 * c
+    # W^-1 / eta = [[w0, -w1, -w2], [-w1, 1 + w1^2 c, w1 w2 c], [-w2, w1 w2 c, 1 + w2^2 c]]
+    m00, m01, m02 = w0, -w1, -w2
+    m11, m12, m22 = 1.0 + w1 * w1 * c, w1 * w2 * c, 1.0 + w2 * w2 * c
     inv2 = 1.0 / (eta * eta)
-    for i in range(3):
-        for j in range(3):
-            out[i, j] = inv2 * (winv[i, 0] * winv[0, j] + winv[i, 1] * winv[1, j]
-                                + winv[i, 2] * winv[2, j])
+    out[0, 0] = inv2 * (m00 * m00 + m01 * m01 + m02 * m02)
+    out[0, 1] = inv2 * (m00 * m01 + m01 * m11 + m02 * m12)
+    out[0, 2] = inv2 * (m00 * m02 + m01 * m12 + m02 * m22)
+    out[1, 0] = inv2 * (m01 * m00 + m11 * m01 + m12 * m02)
+    out[1, 1] = inv2 * (m01 * m01 + m11 * m11 + m12 * m12)
+    out[1, 2] = inv2 * (m01 * m02 + m11 * m12 + m12 * m22)
+    out[2, 0] = inv2 * (m02 * m00 + m12 * m01 + m22 * m02)
+    out[2, 1] = inv2 * (m02 * m01 + m12 * m11 + m22 * m12)
+    out[2, 2] = inv2 * (m02 * m02 + m12 * m12 + m22 * m22)
 
 
 # ----- the problem's structure: G x, G^T y, and the reduced KKT factor ---------------------
@@ -481,6 +485,35 @@ def _reduced_solve(L, rx, dx, work, cptr, cols, kind, t_var, s_var, hvt, htt, hv
 
 # ----- the solver -----------------------------------------------------------------------
 @numba.njit(cache=True, error_model="numpy")
+def _max_abs(u):
+    """Return max |u_i| as ``np.max(np.abs(u))`` (nan if any is), without a temporary."""
+    top = abs(u[0])
+    for i in range(1, u.shape[0]):
+        value = abs(u[i])
+        if value > top or value != value:
+            top = value
+            if value != value:
+                return value
+    return top
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _finite(u):
+    """Return whether every entry of u is finite."""
+    for i in range(u.shape[0]):
+        if not math.isfinite(u[i]):
+            return False
+    return True
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _step(u, alpha, du):
+    """Set u += alpha du in place."""
+    for i in range(u.shape[0]):
+        u[i] += alpha * du[i]
+
+
+@numba.njit(cache=True, error_model="numpy")
 def _p_times(Q, x, out):
     """Set out = P x (Q on v; the auxiliary variables have no Hessian)."""
     n_v = Q.shape[0]
@@ -573,12 +606,13 @@ def solve_contact_qp(Q, c_v, lower, upper, cptr, cols, Jn, Jt, Jf, h_n, kind, n_
         _p_times(Q, x, dx)
         rx += dx + c
         _g_times(x, rz, *structure)
-        rz += s - h
+        for r in range(m):
+            rz[r] += s[r] - h[r]
         gap = s @ z
         mu = gap / max(nu, 1)
         objective = 0.5 * (x @ dx) + c @ x
-        primal = np.max(np.abs(rz)) / scale_h if m else 0.0
-        dual = np.max(np.abs(rx)) / scale_c if n else 0.0
+        primal = _max_abs(rz) / scale_h if m else 0.0
+        dual = _max_abs(rx) / scale_c if n else 0.0
         relative_gap = gap / (1.0 + abs(objective))
         quality = max(max(primal, dual) / ACCEPTABLE_FEASIBILITY, relative_gap / ACCEPTABLE_GAP)
         if quality < best:
@@ -614,13 +648,12 @@ def solve_contact_qp(Q, c_v, lower, upper, cptr, cols, Jn, Jt, Jf, h_n, kind, n_
                   rx, rz, ll, dx, dz, ds, work_n, work_m)
         alpha = min(STEP_FRACTION * min(_max_step(s, ds, m_l, soc_start),
                                         _max_step(z, dz, m_l, soc_start)), 1.0)
-        if not (alpha > 1e-14 and np.all(np.isfinite(dx)) and np.all(np.isfinite(ds))
-                and np.all(np.isfinite(dz))):
+        if not (alpha > 1e-14 and _finite(dx) and _finite(ds) and _finite(dz)):
             status = NUMERICAL
             break
-        x += alpha * dx
-        s += alpha * ds
-        z += alpha * dz
+        _step(x, alpha, dx)
+        _step(s, alpha, ds)
+        _step(z, alpha, dz)
     if status != OPTIMAL and best <= 1.0:
         status = OPTIMAL         # the best this arithmetic gives, within ACCEPTABLE_*
     return x_best, s_best, z_best, status, iterations
@@ -640,7 +673,8 @@ def _kkt_once(Q, L, structure, soc_start, d_lin, eta, wbar, lam, hvt, htt, hvs, 
     u, r, tmp, gdx = work_m[:, 0], work_m[:, 1], work_m[:, 2], work_m[:, 3]
     _jordan_inverse(lam, bs, u, m_l, soc_start)
     _apply_w(u, tmp, False, m_l, soc_start, d_lin, eta, wbar)
-    r[:] = bz - tmp
+    for i in range(r.shape[0]):
+        r[i] = bz[i] - tmp[i]
     _apply_w(r, tmp, True, m_l, soc_start, d_lin, eta, wbar)
     _apply_w(tmp, gdx, True, m_l, soc_start, d_lin, eta, wbar)         # W^-2 r
     rhs, work = work_n[:, 0], work_n[:, 1]
@@ -673,28 +707,31 @@ def kkt_solve(Q, L, structure, soc_start, d_lin, eta, wbar, lam, hvt, htt, hvs, 
               bx, bz, bs, dx, dz, ds, work_n, work_m)
     e1, cx = work_n[:, 2], work_n[:, 3]
     e2, e3, cz, cs = work_m[:, 4], work_m[:, 5], work_m[:, 6], work_m[:, 7]
-    scale = 1.0 + max(np.max(np.abs(bx)) if bx.shape[0] else 0.0,
-                      np.max(np.abs(bz)) if bz.shape[0] else 0.0)
+    scale = 1.0 + max(_max_abs(bx) if bx.shape[0] else 0.0,
+                      _max_abs(bz) if bz.shape[0] else 0.0)
     for _ in range(REFINEMENTS):
         _gt_times(dz, e1, *structure)
         _p_times(Q, dx, cx)
-        e1[:] = bx - e1 - cx
+        for i in range(e1.shape[0]):
+            e1[i] = bx[i] - e1[i] - cx[i]
         _g_times(dx, e2, *structure)
-        e2[:] = bz - e2 - ds
+        for i in range(e2.shape[0]):
+            e2[i] = bz[i] - e2[i] - ds[i]
         _apply_w(dz, e3, False, m_l, soc_start, d_lin, eta, wbar)
         _apply_w(ds, cs, True, m_l, soc_start, d_lin, eta, wbar)
         cs += e3
         _jordan(lam, cs, e3, m_l, soc_start)
-        e3[:] = bs - e3
-        worst = max(np.max(np.abs(e1)) if e1.shape[0] else 0.0,
-                    np.max(np.abs(e2)) if e2.shape[0] else 0.0)
+        for i in range(e3.shape[0]):
+            e3[i] = bs[i] - e3[i]
+        worst = max(_max_abs(e1) if e1.shape[0] else 0.0,
+                    _max_abs(e2) if e2.shape[0] else 0.0)
         if worst <= 1e-15 * scale:
             break
         _kkt_once(Q, L, structure, soc_start, d_lin, eta, wbar, lam, hvt, htt, hvs, hss,
                   e1, e2, e3, cx, cz, cs, work_n, work_m)
-        dx += cx
-        dz += cz
-        ds += cs
+        _step(dx, 1.0, cx)
+        _step(dz, 1.0, cz)
+        _step(ds, 1.0, cs)
 
 
 # ----- the solution's derivatives (conic_step.island_derivative) -----------------------------
