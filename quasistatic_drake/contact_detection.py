@@ -131,8 +131,8 @@ def box_proximity(model: QuasistaticModel, query, tolerance: float) -> list:
         return []
     R, o = table.static_R.copy(), table.static_o.copy()      # welded boxes: set once
     for k in table.moving:
-        X = query.GetPoseInWorld(table.ids[k])
-        R[k], o[k] = X.rotation().matrix(), X.translation()
+        X = query.GetPoseInWorld(table.ids[k]).GetAsMatrix34()
+        R[k], o[k] = X[:, :3], X[:, 3]
     distance, p_A, p_B, nhat = box_box_pairs(R, o, table.half, table.slot_a, table.slot_b,
                                              tolerance)
     return [PairProximity(a, b, distance[k], p_A[k], p_B[k], nhat[k], exact_normal=True)

@@ -91,15 +91,21 @@ def tangent_rows(J_f: np.ndarray, n_c: int, n_d: int) -> np.ndarray:
     so J_t1 = J_f,0 and J_t2 = (J_f,1 - cos(2 pi / n_d) J_f,0) / sin(2 pi / n_d);
     with n_d = 2 (a planar scene) there is no t2 and its row is zero.
     """
+    return _tangent_rows(np.ascontiguousarray(J_f, dtype=float), n_c, n_d)
+
+
+@numba.njit(cache=True)
+def _tangent_rows(J_f, n_c, n_d):
+    """Return ``tangent_rows`` (its docstring)."""
     n_v = J_f.shape[1]
     J_t = np.zeros((n_c, 2, n_v))
-    if n_c == 0:
-        return J_t
-    J = J_f.reshape(n_c, n_d, n_v)
-    J_t[:, 0] = J[:, 0]
-    if n_d > 2:
-        angle = 2.0 * math.pi / n_d
-        J_t[:, 1] = (J[:, 1] - math.cos(angle) * J[:, 0]) / math.sin(angle)
+    angle = 2.0 * math.pi / n_d
+    cos, sin = math.cos(angle), math.sin(angle)
+    for i in range(n_c):
+        for j in range(n_v):
+            J_t[i, 0, j] = J_f[i * n_d, j]
+            if n_d > 2:
+                J_t[i, 1, j] = (J_f[i * n_d + 1, j] - cos * J_f[i * n_d, j]) / sin
     return J_t
 
 
@@ -249,8 +255,18 @@ def _compact_of(Q, b, lower, upper, phi_h, J_n, J_t, J_f, friction, penalty, sca
 
 def _structure(data: IslandData) -> tuple[np.ndarray, np.ndarray]:
     """Return each contact's friction kind (none where its bound is 0) and slack mask."""
-    kind = np.where(data.friction > 0.0, data.cone, conic_ipm.NONE).astype(np.int64)
-    return kind, data.phi_h < 0.0
+    return _kinds(data.friction, data.phi_h, data.cone)
+
+
+@numba.njit(cache=True)
+def _kinds(friction, phi_h, cone):
+    """Return ``_structure``: the cone where the friction bound is positive, the slacks."""
+    kind = np.empty(friction.shape[0], dtype=np.int64)
+    slack = np.empty(friction.shape[0], dtype=np.bool_)
+    for i in range(friction.shape[0]):
+        kind[i] = cone if friction[i] > 0.0 else conic_ipm.NONE
+        slack[i] = phi_h[i] < 0.0
+    return kind, slack
 
 
 def _dense(p: _Compact, kind: np.ndarray, n_d: int, structure: tuple) -> tuple:
@@ -315,16 +331,27 @@ def solve_island(data: IslandData) -> IslandSolution:
     exact = polish(P, c, G, h, layout[7], cones, cone_t, x, s, z)
     if exact is not None:
         x, s, z = exact
-    normal_row, fric_row, s_var = layout[0], layout[2], layout[4]
-    normal = scale_n * z[normal_row]
-    width = 2 if data.cone == ROUND else n_d
-    friction = np.zeros((k, width))
-    for i in np.flatnonzero(kind != conic_ipm.NONE):
-        start = fric_row[i] + (1 if data.cone == ROUND else 0)
-        friction[i] = scale_f[i] * z[start:start + width]
-    sigma = np.where(s_var >= 0, x[np.maximum(s_var, 0)], 0.0) / scale_n
+    normal, friction, sigma = _impulses(x, z, kind, layout[0], layout[2], layout[4], scale_n,
+                                        scale_f, 2 if data.cone == ROUND else n_d,
+                                        data.cone == ROUND)
     return IslandSolution(scale_v * x[:n], normal, friction, sigma, "optimal", iterations,
                           ConicPoint(x, s, z, scale_v, scale_n, scale_f))
+
+
+@numba.njit(cache=True)
+def _impulses(x, z, kind, normal_row, fric_row, s_var, scale_n, scale_f, width, round_cone):
+    """Return the normal impulses, the friction impulses and the slacks of a solution."""
+    k = kind.shape[0]
+    normal, sigma = np.empty(k), np.empty(k)
+    friction = np.zeros((k, width))
+    for i in range(k):
+        normal[i] = scale_n[i] * z[normal_row[i]]
+        if kind[i] != conic_ipm.NONE:
+            start = fric_row[i] + (1 if round_cone else 0)
+            for j in range(width):
+                friction[i, j] = scale_f[i] * z[start + j]
+        sigma[i] = (x[s_var[i]] if s_var[i] >= 0 else 0.0) / scale_n[i]
+    return normal, friction, sigma
 
 
 # a row or cone is weakly active where the smaller of its s and z is at least this fraction of
