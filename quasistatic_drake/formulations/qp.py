@@ -498,21 +498,27 @@ def lagged_impulses(contacts: ContactSet, memory: Optional[ContactMemory],
     has none.  An impulse at the solver's round-off (NO_IMPULSE of the
     largest) is none.
     """
-    impulses = np.zeros(contacts.n_c)
-    if memory is None or not memory.size or not contacts.n_c:
-        return impulses
-    known = found >= 0
-    last = np.where(known, memory.normal_impulse[np.maximum(found, 0)], 0.0)
-    loaded = known & (last > NO_IMPULSE * np.max(last, initial=0.0))
-    if not loaded.any():
-        return impulses
+    if (memory is None or not memory.size or not contacts.n_c
+            or contacts.geometry_a is None):       # (no places: every contact is new)
+        return np.zeros(contacts.n_c)
     return _shared_evenly(np.asarray(contacts.geometry_a, dtype=np.int64),
-                          np.asarray(contacts.geometry_b, dtype=np.int64), last, loaded)
+                          np.asarray(contacts.geometry_b, dtype=np.int64),
+                          np.asarray(found, dtype=np.int64),
+                          np.asarray(memory.normal_impulse, dtype=float))
 
 
 @numba.njit(cache=True)
-def _shared_evenly(geometry_a, geometry_b, last, loaded):
-    """Return each loaded contact's share of its geometry pair's ``last`` impulses, else 0."""
+def _shared_evenly(geometry_a, geometry_b, found, remembered):
+    """Return each loaded contact's share of its geometry pair's last impulses, else 0."""
+    last = np.zeros(found.shape[0])
+    top = 0.0
+    for i in range(found.shape[0]):
+        if found[i] >= 0:
+            last[i] = remembered[found[i]]
+            top = max(top, last[i])
+    loaded = np.zeros(found.shape[0], dtype=np.bool_)
+    for i in range(found.shape[0]):
+        loaded[i] = found[i] >= 0 and last[i] > NO_IMPULSE * top
     out = np.zeros(last.shape[0])
     for i in range(last.shape[0]):
         if not loaded[i]:
