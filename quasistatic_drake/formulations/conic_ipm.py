@@ -301,19 +301,22 @@ def _g_times(x, out, cptr, cols, Jn, Jt, Jf, kind, n_d, normal_row, slack_row, f
     """Set out = G x (the rows of the module docstring, as G x + s = h)."""
     K = kind.shape[0]
     for k in range(K):
-        jn = 0.0
-        for p in range(cptr[k], cptr[k + 1]):
-            jn += Jn[p] * x[cols[p]]
+        jn, j1, j2 = 0.0, 0.0, 0.0
+        if kind[k] == ROUND:                   # the normal and tangent rows in one pass
+            for p in range(cptr[k], cptr[k + 1]):
+                xp = x[cols[p]]
+                jn += Jn[p] * xp
+                j1 += Jt[0, p] * xp
+                j2 += Jt[1, p] * xp
+        else:
+            for p in range(cptr[k], cptr[k + 1]):
+                jn += Jn[p] * x[cols[p]]
         sig = x[s_var[k]] if s_var[k] >= 0 else 0.0
         out[normal_row[k]] = -jn - sig
         if slack_row[k] >= 0:
             out[slack_row[k]] = -sig
         if kind[k] == ROUND:
             a = fric_row[k]
-            j1, j2 = 0.0, 0.0
-            for p in range(cptr[k], cptr[k + 1]):
-                j1 += Jt[0, p] * x[cols[p]]
-                j2 += Jt[1, p] * x[cols[p]]
             out[a] = -x[t_var[k]]
             out[a + 1] = -j1
             out[a + 2] = -j2
@@ -338,15 +341,18 @@ def _gt_times(y, out, cptr, cols, Jn, Jt, Jf, kind, n_d, normal_row, slack_row, 
     K = kind.shape[0]
     for k in range(K):
         yn = y[normal_row[k]]
-        for p in range(cptr[k], cptr[k + 1]):
-            out[cols[p]] -= Jn[p] * yn
+        if kind[k] == ROUND:                   # the normal then the tangent rows, one pass
+            a = fric_row[k]
+            y1, y2 = y[a + 1], y[a + 2]
+            for p in range(cptr[k], cptr[k + 1]):
+                out[cols[p]] = (out[cols[p]] - Jn[p] * yn) - (Jt[0, p] * y1 + Jt[1, p] * y2)
+        else:
+            for p in range(cptr[k], cptr[k + 1]):
+                out[cols[p]] -= Jn[p] * yn
         if s_var[k] >= 0:
             out[s_var[k]] -= yn + y[slack_row[k]]
         if kind[k] == ROUND:
-            a = fric_row[k]
-            out[t_var[k]] -= y[a]
-            for p in range(cptr[k], cptr[k + 1]):
-                out[cols[p]] -= Jt[0, p] * y[a + 1] + Jt[1, p] * y[a + 2]
+            out[t_var[k]] -= y[fric_row[k]]
         elif kind[k] == PYRAMID:
             a = fric_row[k]
             for j in range(n_d):
@@ -367,8 +373,10 @@ def _factor(Q, cptr, cols, Jn, Jt, Jf, kind, n_d, normal_row, slack_row, fric_ro
 
     Per contact: hvt (its columns) and htt couple v and t, hvs and hss v and
     sigma; their Schur complements go into the reduced n_v x n_v matrix, whose
-    lower Cholesky factor is left in L.  ``t_prox`` is added to htt (the
-    start's unit proximal term: t has no Hessian of its own).
+    lower Cholesky factor is left in L; only its lower triangle is summed
+    (a contact's columns ascend: q <= p is cols[q] <= cols[p]), the only one
+    the factorisation reads.  ``t_prox`` is added to htt (the start's unit
+    proximal term: t has no Hessian of its own).
     """
     n_v = Q.shape[0]
     L[:, :] = Q
@@ -388,7 +396,7 @@ def _factor(Q, cptr, cols, Jn, Jt, Jf, kind, n_d, normal_row, slack_row, fric_ro
             dn_eff = dn
         for p in range(c0, c1):
             a = dn_eff * Jn[p]
-            for q in range(c0, c1):
+            for q in range(c0, p + 1):
                 L[cols[p], cols[q]] += a * Jn[q]
         if kind[k] == ROUND:
             row = fric_row[k]
@@ -403,7 +411,7 @@ def _factor(Q, cptr, cols, Jn, Jt, Jf, kind, n_d, normal_row, slack_row, fric_ro
                 hvt[p] = Jt[0, p] * M[1, 0] + Jt[1, p] * M[2, 0]
                 a1 = s11 * Jt[0, p] + s12 * Jt[1, p]
                 a2 = s12 * Jt[0, p] + s22 * Jt[1, p]
-                for q in range(c0, c1):
+                for q in range(c0, p + 1):
                     L[cols[p], cols[q]] += a1 * Jt[0, q] + a2 * Jt[1, q]
         elif kind[k] == PYRAMID:
             row = fric_row[k]
@@ -420,11 +428,11 @@ def _factor(Q, cptr, cols, Jn, Jt, Jf, kind, n_d, normal_row, slack_row, fric_ro
                 dj = 1.0 / (d_lin[row + j] ** 2)
                 for p in range(c0, c1):
                     a = dj * Jf[j, p]
-                    for q in range(c0, c1):
+                    for q in range(c0, p + 1):
                         L[cols[p], cols[q]] += a * Jf[j, q]
             for p in range(c0, c1):
                 a = hvt[p] / total
-                for q in range(c0, c1):
+                for q in range(c0, p + 1):
                     L[cols[p], cols[q]] -= a * hvt[q]
     b0 = m_l - bound_var.shape[0]
     for b in range(bound_var.shape[0]):
