@@ -93,10 +93,16 @@ def _jordan(u, v, out, m_l, soc_start):
     for r in range(m_l):
         out[r] = u[r] * v[r]
     for a in soc_start:
-        u0, v0 = u[a], v[a]
-        out[a] = u0 * v0 + u[a + 1] * v[a + 1] + u[a + 2] * v[a + 2]
-        out[a + 1] = u0 * v[a + 1] + v0 * u[a + 1]
-        out[a + 2] = u0 * v[a + 2] + v0 * u[a + 2]
+        _jordan_soc(u, v, out, a)
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _jordan_soc(u, v, out, a):
+    """Set out = u o v on the SOC block at row a: (u^T v, u0 v1 + v0 u1)."""
+    u0, v0 = u[a], v[a]
+    out[a] = u0 * v0 + u[a + 1] * v[a + 1] + u[a + 2] * v[a + 2]
+    out[a + 1] = u0 * v[a + 1] + v0 * u[a + 1]
+    out[a + 2] = u0 * v[a + 2] + v0 * u[a + 2]
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -105,13 +111,19 @@ def _jordan_inverse(lam, y, out, m_l, soc_start):
     for r in range(m_l):
         out[r] = y[r] / lam[r]
     for a in soc_start:
-        l0 = lam[a]
-        dot = lam[a + 1] * y[a + 1] + lam[a + 2] * y[a + 2]
-        norm = lam[a + 1] * lam[a + 1] + lam[a + 2] * lam[a + 2]
-        x0 = (l0 * y[a] - dot) / max(l0 * l0 - norm, 1e-300)
-        out[a] = x0
-        out[a + 1] = (y[a + 1] - x0 * lam[a + 1]) / l0
-        out[a + 2] = (y[a + 2] - x0 * lam[a + 2]) / l0
+        _jordan_inverse_soc(lam, y, out, a)
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _jordan_inverse_soc(lam, y, out, a):
+    """Set out = x with lam o x = y on the SOC block at row a."""
+    l0 = lam[a]
+    dot = lam[a + 1] * y[a + 1] + lam[a + 2] * y[a + 2]
+    norm = lam[a + 1] * lam[a + 1] + lam[a + 2] * lam[a + 2]
+    x0 = (l0 * y[a] - dot) / max(l0 * l0 - norm, 1e-300)
+    out[a] = x0
+    out[a + 1] = (y[a + 1] - x0 * lam[a + 1]) / l0
+    out[a + 2] = (y[a + 2] - x0 * lam[a + 2]) / l0
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -584,7 +596,7 @@ def solve_contact_qp(Q, c_v, lower, upper, cptr, cols, Jn, Jt, Jf, h_n, kind, n_
                                   np.empty(m), np.empty(m))
     dx_a, dz_a, ds_a = np.empty(n), np.empty(m), np.empty(m)
     dx, dz, ds = np.empty(n), np.empty(m), np.empty(m)
-    work_n, work_m = np.empty((n, 4)), np.empty((m, 8))
+    work_n, work_m = np.empty((4, n)), np.empty((8, m))   # rows: contiguous
     x, s, z = np.zeros(n), np.empty(m), np.empty(m)
     # CVXOPT's start: W = I (and a unit proximal term on t), x from
     # (P + G^T G) x = -c + G^T h, s = h - G x, z = G x - h, each shifted so that its
@@ -594,7 +606,7 @@ def solve_contact_qp(Q, c_v, lower, upper, cptr, cols, Jn, Jt, Jf, h_n, kind, n_
             L, hvt, htt, hvs, hss)
     _gt_times(h, rx, *structure)
     rx -= c
-    _reduced_solve(L, rx, x, work_n[:, 0], cptr, cols, kind, t_var, s_var, hvt, htt, hvs, hss)
+    _reduced_solve(L, rx, x, work_n[0], cptr, cols, kind, t_var, s_var, hvt, htt, hvs, hss)
     _g_times(x, rz, *structure)
     for r in range(m):
         s[r] = h[r] - rz[r]
@@ -647,10 +659,15 @@ def solve_contact_qp(Q, c_v, lower, upper, cptr, cols, Jn, Jt, Jf, h_n, kind, n_
                     1.0)
         sigma = (1.0 - alpha) ** 3
         # the combined direction, with Mehrotra's term (W^-T ds_a) o (W dz_a)
-        _apply_w(ds_a, a_s, True, m_l, soc_start, d_lin, eta, wbar)
-        _apply_w(dz_a, a_z, False, m_l, soc_start, d_lin, eta, wbar)
-        _jordan(a_s, a_z, corr, m_l, soc_start)
-        ll -= corr
+        for r in range(m_l):
+            ll[r] -= (ds_a[r] / d_lin[r]) * (dz_a[r] * d_lin[r])
+        for k in range(soc_start.shape[0]):
+            a = soc_start[k]
+            _soc_w(ds_a, a_s, a, eta[k], wbar, True)
+            _soc_w(dz_a, a_z, a, eta[k], wbar, False)
+            _jordan_soc(a_s, a_z, corr, a)
+            for r in range(a, a + 3):
+                ll[r] -= corr[r]
         _add_identity(ll, sigma * mu, m_l, soc_start)
         kkt_solve(Q, L, structure, soc_start, d_lin, eta, wbar, lam, hvt, htt, hvs, hss,
                   rx, rz, ll, dx, dz, ds, work_n, work_m)
@@ -678,26 +695,41 @@ def _kkt_once(Q, L, structure, soc_start, d_lin, eta, wbar, lam, hvt, htt, hvs, 
     (P + G^T W^-2 G) dx = bx + G^T W^-2 r.
     """
     m_l = structure[14]
-    u, r, tmp, gdx = work_m[:, 0], work_m[:, 1], work_m[:, 2], work_m[:, 3]
-    _jordan_inverse(lam, bs, u, m_l, soc_start)
-    _apply_w(u, tmp, False, m_l, soc_start, d_lin, eta, wbar)
-    for i in range(r.shape[0]):
-        r[i] = bz[i] - tmp[i]
-    _apply_w(r, tmp, True, m_l, soc_start, d_lin, eta, wbar)
-    _apply_w(tmp, gdx, True, m_l, soc_start, d_lin, eta, wbar)         # W^-2 r
-    rhs, work = work_n[:, 0], work_n[:, 1]
+    u, r, tmp, gdx = work_m[0], work_m[1], work_m[2], work_m[3]
+    for i in range(m_l):                       # u = lam <> bs, r = bz - W u, gdx = W^-2 r
+        u[i] = bs[i] / lam[i]
+        r[i] = bz[i] - u[i] * d_lin[i]
+        gdx[i] = (r[i] / d_lin[i]) / d_lin[i]
+    for k in range(soc_start.shape[0]):        # the same, cone by cone
+        a = soc_start[k]
+        _jordan_inverse_soc(lam, bs, u, a)
+        _soc_w(u, tmp, a, eta[k], wbar, False)
+        for i in range(a, a + 3):
+            r[i] = bz[i] - tmp[i]
+        _soc_w(r, tmp, a, eta[k], wbar, True)
+        _soc_w(tmp, gdx, a, eta[k], wbar, True)
+    rhs, work = work_n[0], work_n[1]
     _gt_times(gdx, rhs, *structure)
     rhs += bx
     cptr, cols, kind, t_var, s_var = structure[0], structure[1], structure[5], \
         structure[10], structure[11]
     _reduced_solve(L, rhs, dx, work, cptr, cols, kind, t_var, s_var, hvt, htt, hvs, hss)
     _g_times(dx, gdx, *structure)
-    gdx -= r
-    _apply_w(gdx, tmp, True, m_l, soc_start, d_lin, eta, wbar)
-    _apply_w(tmp, dz, True, m_l, soc_start, d_lin, eta, wbar)           # W^-2 (G dx - r)
-    _apply_w(dz, tmp, False, m_l, soc_start, d_lin, eta, wbar)
-    u -= tmp
-    _apply_w(u, ds, False, m_l, soc_start, d_lin, eta, wbar)
+    for i in range(m_l):                       # dz = W^-2 (G dx - r), ds = W (u - W dz)
+        gdx[i] -= r[i]
+        dz[i] = (gdx[i] / d_lin[i]) / d_lin[i]
+        u[i] -= dz[i] * d_lin[i]
+        ds[i] = u[i] * d_lin[i]
+    for k in range(soc_start.shape[0]):
+        a = soc_start[k]
+        for i in range(a, a + 3):
+            gdx[i] -= r[i]
+        _soc_w(gdx, tmp, a, eta[k], wbar, True)
+        _soc_w(tmp, dz, a, eta[k], wbar, True)
+        _soc_w(dz, tmp, a, eta[k], wbar, False)
+        for i in range(a, a + 3):
+            u[i] -= tmp[i]
+        _soc_w(u, ds, a, eta[k], wbar, False)
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -713,8 +745,8 @@ def kkt_solve(Q, L, structure, soc_start, d_lin, eta, wbar, lam, hvt, htt, hvs, 
     m_l = structure[14]
     _kkt_once(Q, L, structure, soc_start, d_lin, eta, wbar, lam, hvt, htt, hvs, hss,
               bx, bz, bs, dx, dz, ds, work_n, work_m)
-    e1, cx = work_n[:, 2], work_n[:, 3]
-    e2, e3, cz, cs = work_m[:, 4], work_m[:, 5], work_m[:, 6], work_m[:, 7]
+    e1, cx = work_n[2], work_n[3]
+    e2, e3, cz, cs = work_m[4], work_m[5], work_m[6], work_m[7]
     scale = 1.0 + max(_max_abs(bx) if bx.shape[0] else 0.0,
                       _max_abs(bz) if bz.shape[0] else 0.0)
     for _ in range(REFINEMENTS):
@@ -725,16 +757,22 @@ def kkt_solve(Q, L, structure, soc_start, d_lin, eta, wbar, lam, hvt, htt, hvs, 
         _g_times(dx, e2, *structure)
         for i in range(e2.shape[0]):
             e2[i] = bz[i] - e2[i] - ds[i]
-        _apply_w(dz, e3, False, m_l, soc_start, d_lin, eta, wbar)
-        _apply_w(ds, cs, True, m_l, soc_start, d_lin, eta, wbar)
-        cs += e3
-        _jordan(lam, cs, e3, m_l, soc_start)
-        for i in range(e3.shape[0]):
-            e3[i] = bs[i] - e3[i]
         worst = max(_max_abs(e1) if e1.shape[0] else 0.0,
                     _max_abs(e2) if e2.shape[0] else 0.0)
         if worst <= 1e-15 * scale:
             break
+        for i in range(m_l):                   # e3 = bs - lam o (W dz + W^-1 ds)
+            cs[i] = ds[i] / d_lin[i] + dz[i] * d_lin[i]
+            e3[i] = bs[i] - lam[i] * cs[i]
+        for k in range(soc_start.shape[0]):
+            a = soc_start[k]
+            _soc_w(dz, e3, a, eta[k], wbar, False)
+            _soc_w(ds, cs, a, eta[k], wbar, True)
+            for i in range(a, a + 3):
+                cs[i] += e3[i]
+            _jordan_soc(lam, cs, e3, a)
+            for i in range(a, a + 3):
+                e3[i] = bs[i] - e3[i]
         _kkt_once(Q, L, structure, soc_start, d_lin, eta, wbar, lam, hvt, htt, hvs, hss,
                   e1, e2, e3, cx, cz, cs, work_n, work_m)
         _step(dx, 1.0, cx)
@@ -811,7 +849,7 @@ def solution_derivative(Q, cptr, cols, Jn, Jt, Jf, kind, n_d, slack, lower, uppe
             s_var, bound_var, bound_sign, m_l, soc_start, d_lin, eta, wbar, 0.0,
             L, hvt, htt, hvs, hss)
     dx, dz, ds, bs = np.empty(n), np.empty(m), np.empty(m), np.zeros(m)
-    work_n, work_m = np.empty((n, 4)), np.empty((m, 8))
+    work_n, work_m = np.empty((4, n)), np.empty((8, m))   # rows: contiguous
     for j in range(RX.shape[1]):
         kkt_solve(Q, L, structure, soc_start, d_lin, eta, wbar, lam, hvt, htt, hvs, hss,
                   np.ascontiguousarray(RX[:, j]), np.ascontiguousarray(RZ[:, j]), bs,
