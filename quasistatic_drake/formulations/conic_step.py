@@ -253,6 +253,30 @@ def _compact_of(Q, b, lower, upper, phi_h, J_n, J_t, J_f, friction, penalty, sca
             phi_h * scale_n, friction / scale_f, penalty / scale_n)
 
 
+@numba.njit(cache=True)
+def _prepared(Q, b, lower, upper, phi_h, J_n, J_t, J_f, friction, penalty, cone):
+    """
+    Return an island's scales, kinds, slacks and scaled rows, in one call.
+
+    (scale_v, scale_n, scale_f, kind, slack, then ``_compact_of``'s arrays):
+    ``_scales``, ``_structure``, ``_pattern`` and ``_compact`` of the data.
+    """
+    scale_v, scale_n, scale_f = _scales_of(Q, J_n, J_t if cone == ROUND else J_f)
+    kind, slack = _kinds(friction, phi_h, cone)
+    return (scale_v, scale_n, scale_f, kind, slack) + _compact_of(
+        Q, b, lower, upper, phi_h, J_n, J_t, J_f, friction, penalty, scale_v, scale_n, scale_f,
+        _pattern_of(J_n, J_t, J_f))
+
+
+@numba.njit(cache=True)
+def _dense_layout(Q, c_v, lower, upper, cptr, cols, Jn, Jt, Jf, h_n, w, penalty, kind, slack,
+                  n_d, data_lower, data_upper):
+    """Return ``conic_ipm.layout`` of an island and its dense problem (``_dense``)."""
+    layout = conic_ipm.layout(kind, slack, n_d, Q.shape[0], data_lower, data_upper)
+    return layout, _dense_of(Q, c_v, lower, upper, cptr, cols, Jn, Jt, Jf, h_n, w, penalty,
+                             kind, n_d, *layout)
+
+
 def _structure(data: IslandData) -> tuple[np.ndarray, np.ndarray]:
     """Return each contact's friction kind (none where its bound is 0) and slack mask."""
     return _kinds(data.friction, data.phi_h, data.cone)
@@ -316,18 +340,17 @@ def solve_island(data: IslandData) -> IslandSolution:
     """Solve one island's problem (module docstring) with ``conic_ipm.solve_contact_qp``."""
     n, k = len(data.b), len(data.phi_h)
     n_d = data.J_f.shape[1]
-    scales = _scales(data)
-    kind, slack = _structure(data)
-    p = _compact(data, scales, _pattern(data), kind, slack)
+    prepared = _prepared(data.Q, data.b, data.lower, data.upper, data.phi_h, data.J_n,
+                         data.J_t, data.J_f, data.friction, float(data.penalty), data.cone)
+    scale_v, scale_n, scale_f, kind, slack = prepared[:5]
+    p = prepared[5:]                  # _Compact's arrays, in its order, less kind and slack
     x, s, z, status, iterations = conic_ipm.solve_contact_qp(
-        p.Q, p.c_v, p.lower, p.upper, p.cptr, p.cols, p.Jn, p.Jt, p.Jf, p.h_n, p.kind, n_d,
-        p.w, p.slack, p.penalty)
+        *p[:10], kind, n_d, p[10], slack, p[11])
     if status != conic_ipm.OPTIMAL:
         return IslandSolution(None, np.zeros(k), np.zeros((k, 2 if data.cone == ROUND else n_d)),
                               np.zeros(k), conic_ipm.STATUS[status], iterations)
-    scale_v, scale_n, scale_f = scales
-    layout = conic_ipm.layout(kind, slack, n_d, n, data.lower, data.upper)
-    P, c, G, h, cones, cone_t = _dense(p, kind, n_d, layout)
+    layout, (P, c, G, h, cones, cone_t) = _dense_layout(*p, kind, slack, n_d, data.lower,
+                                                        data.upper)
     exact = polish(P, c, G, h, layout[7], cones, cone_t, x, s, z)
     if exact is not None:
         x, s, z = exact
