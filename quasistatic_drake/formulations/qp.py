@@ -205,6 +205,8 @@ class QpFormulation(Formulation):
         self.unit_of_v, self.object_units, self.robot_units = _units(facts)
         self.unit_names = facts.object_names + facts.robot_names
         self.unit_load = _unit_loads(facts)
+        self.fall = float(np.linalg.norm(facts.gravity)) * facts.h ** 2   # |g| h^2 [m]
+        self.object_idx = np.asarray(facts.object_v_idx, dtype=np.int64)
 
     # ----- the step -----------------------------------------------------------------------
     def solve(self, problem: StepProblem, contacts: ContactSet,
@@ -334,13 +336,14 @@ class QpFormulation(Formulation):
         facts = self.facts
         rho = max(TRUST_FRACTION * min(facts.detection_tolerance, 1.0),
                   TRUST_MARGIN * robot_sweep(problem, facts))
-        rho_shift = max(rho, float(np.linalg.norm(facts.gravity)) * facts.h ** 2)
+        rho_shift = max(rho, self.fall)
         lower, upper = problem.v_lower.copy(), problem.v_upper.copy()
         if not len(facts.object_v_idx):
             return lower, upper
-        trust = np.broadcast_to(np.asarray(problem.trust, dtype=float), (facts.n_v,))
+        trust = (np.full(facts.n_v, float(problem.trust)) if np.isscalar(problem.trust)
+                 else np.broadcast_to(np.asarray(problem.trust, dtype=float), (facts.n_v,)))
         _trust_limits(problem.J_w, problem.J_v, problem.body_radii, rho, rho_shift, facts.h,
-                      trust, np.asarray(facts.object_v_idx, dtype=np.int64), lower, upper)
+                      trust, self.object_idx, lower, upper)
         return lower, upper
 
     def _cost(self, problem: StepProblem) -> QpCost:
