@@ -220,8 +220,8 @@ class QpFormulation(Formulation):
         friction = contacts.mu * lagged_impulses(contacts, warm_start, found)
         lower, upper = self._trust_bounds(problem)
         J_t = tangent_rows(contacts.J_f, contacts.n_c, contacts.n_d)
-        rows = np.abs(contacts.J_n) + np.abs(contacts.J_f).reshape(
-            contacts.n_c, contacts.n_d, self.facts.n_v).sum(axis=1)
+        rows = _contact_rows(np.ascontiguousarray(contacts.J_n, dtype=float),
+                             np.ascontiguousarray(contacts.J_f, dtype=float), contacts.n_d)
         islands = find_islands(self.unit_of_v, len(self.unit_names), self.robot_units, rows)
         n_v = self.facts.n_v
         v = np.zeros(n_v)
@@ -561,6 +561,19 @@ def _trust_limits(J_w, J_v, radii, rho, rho_shift, h, trust, idx, lower, upper):
             lower[j] = -limit
         if not upper[j] <= limit:
             upper[j] = limit
+
+
+@numba.njit(cache=True)
+def _contact_rows(J_n, J_f, n_d):
+    """Return |J_n| + sum_j |J_f,j| per contact (n_c x n_v): the velocities each one moves."""
+    rows = np.empty(J_n.shape)
+    for i in range(J_n.shape[0]):
+        for v in range(J_n.shape[1]):
+            tangent = abs(J_f[i * n_d, v])
+            for j in range(1, n_d):
+                tangent += abs(J_f[i * n_d + j, v])
+            rows[i, v] = abs(J_n[i, v]) + tangent
+    return rows
 
 
 @numba.njit(cache=True)
