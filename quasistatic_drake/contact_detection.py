@@ -131,8 +131,8 @@ def box_proximity(model: QuasistaticModel, query, tolerance: float) -> list:
         return []
     R, o = table.static_R.copy(), table.static_o.copy()      # welded boxes: set once
     for k in table.moving:
-        X = query.GetPoseInWorld(table.ids[k])
-        R[k], o[k] = X.rotation().matrix(), X.translation()
+        X = model.geometry_pose(table.ids[k])
+        R[k], o[k] = X[:, :3], X[:, 3]
     distance, p_A, p_B, nhat = box_box_pairs(R, o, table.half, table.slot_a, table.slot_b,
                                              tolerance)
     return [PairProximity(a, b, distance[k], p_A[k], p_B[k], nhat[k], exact_normal=True)
@@ -227,9 +227,8 @@ class ContactDetector:
     def _geometry_poses(self, layout: _Layout) -> tuple[np.ndarray, np.ndarray]:
         """Return R (k x 3 x 3) and o (k x 3) of the layout's geometries in the world."""
         poses = layout.static_poses.copy()
-        query = self.model.query_object()
         for slot, geometry in layout.moving_slots:
-            poses[slot] = query.GetPoseInWorld(geometry).GetAsMatrix34()
+            poses[slot] = self.model.geometry_pose(geometry)
         return np.ascontiguousarray(poses[:, :, :3]), np.ascontiguousarray(poses[:, :, 3])
 
     def _layout(self, key: tuple, ids: tuple) -> _Layout:

@@ -74,14 +74,67 @@ def find_islands(unit_of_v: np.ndarray, n_units: int, robot_units: np.ndarray,
     whose entry (c, j) is nonzero where contact c involves velocity j (the
     normal and tangent Jacobians' magnitudes summed).
     """
-    root, first = _labels(n_units, unit_of_v, np.ascontiguousarray(rows))
-    robots = np.zeros(n_units, dtype=bool)
+    robots = np.zeros(n_units, dtype=np.bool_)
     robots[robot_units] = True
-    islands = []
-    contact_root = np.where(first >= 0, root[np.maximum(first, 0)], -1)
-    for r in np.unique(root):
-        units = np.flatnonzero(root == r)
-        islands.append(Island(
-            units=units, v_idx=np.flatnonzero(np.isin(unit_of_v, units)),
-            contacts=np.flatnonzero(contact_root == r), driven=bool(robots[units].any())))
-    return islands
+    unit_ptr, units, v_ptr, v_idx, c_ptr, contacts, driven = _members(
+        n_units, np.asarray(unit_of_v, dtype=np.int64), np.ascontiguousarray(rows, dtype=float),
+        robots)
+    return [Island(units=units[unit_ptr[i]:unit_ptr[i + 1]],
+                   v_idx=v_idx[v_ptr[i]:v_ptr[i + 1]],
+                   contacts=contacts[c_ptr[i]:c_ptr[i + 1]], driven=bool(driven[i]))
+            for i in range(len(driven))]
+
+
+@numba.njit(cache=True)
+def _members(n_units, unit_of_v, rows, robots):
+    """
+    Return the islands' units, velocities and contacts, each sorted, as flat arrays.
+
+    Island i (in the order of its first unit) holds units[unit_ptr[i]:unit_ptr[i + 1]],
+    and likewise its velocities and contacts; ``driven`` says which have a robot.
+    """
+    root, v_root, contact_root = _roots(n_units, unit_of_v, rows)
+    island = -np.ones(n_units, dtype=np.int64)         # each root's island
+    count = 0
+    for u in range(n_units):
+        if root[u] == u:
+            island[u] = count
+            count += 1
+    driven = np.zeros(count, dtype=np.bool_)
+    for u in range(n_units):
+        driven[island[root[u]]] |= robots[u]
+    return (*_grouped(island, root, count), *_grouped(island, v_root, count),
+            *_grouped(island, contact_root, count), driven)
+
+
+@numba.njit(cache=True)
+def _grouped(island, roots, count):
+    """Return (ptr, items): the indices of ``roots`` grouped by their root's island, sorted."""
+    sizes = np.zeros(count + 1, dtype=np.int64)
+    for i in range(roots.shape[0]):
+        if roots[i] >= 0:
+            sizes[island[roots[i]] + 1] += 1
+    ptr = np.cumsum(sizes)
+    items = np.empty(ptr[count], dtype=np.int64)
+    fill = ptr[:count].copy()
+    for i in range(roots.shape[0]):
+        if roots[i] >= 0:
+            k = island[roots[i]]
+            items[fill[k]] = i
+            fill[k] += 1
+    return ptr, items
+
+
+@numba.njit(cache=True)
+def _roots(n_units, unit_of_v, rows):
+    """Return the island root of each unit, of each velocity and of each contact (-1: none)."""
+    root, first = _labels(n_units, unit_of_v, rows)
+    v_root = -np.ones(unit_of_v.shape[0], dtype=np.int64)
+    for j in range(unit_of_v.shape[0]):
+        if unit_of_v[j] >= 0:
+            v_root[j] = root[unit_of_v[j]]
+    contact_root = -np.ones(first.shape[0], dtype=np.int64)
+    for c in range(first.shape[0]):
+        if first[c] >= 0:
+            contact_root[c] = root[first[c]]
+    return root, v_root, contact_root

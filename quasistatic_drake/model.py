@@ -154,6 +154,8 @@ class QuasistaticModel:
         self.diagram = builder.Build()
         self.context = self.diagram.CreateDefaultContext()
         self.plant_context = self.plant.GetMyMutableContextFromRoot(self.context)
+        self._query = None          # SceneGraph's QueryObject at the set q
+        self._poses: dict = {}      # {GeometryId: X_WG (3 x 4)} at the set q
         self.robots = tuple(self._robot_info(s, instances[s.name]) for s in scenario.robots)
         self.objects = tuple(self._object_info(s, instances[s.name]) for s in scenario.objects)
         self._check_environment(instances)
@@ -179,6 +181,7 @@ class QuasistaticModel:
         self.motion_plane_normal = self._motion_plane_normal()
         self.q_default = self.plant.GetPositions(self.plant_context).copy()
         self._q_set: Optional[bytes] = None   # q.tobytes() of the set q
+        self._query, self._poses = None, {}
 
     # ----- sizes and indices -------------------------------------------------
     @property
@@ -211,6 +214,8 @@ class QuasistaticModel:
         self.plant.SetPositions(self.plant_context, q)
         self._q_set = key
         self._jacobians = None
+        self._query = None
+        self._poses = {}
 
     def body_jacobians(self) -> tuple:
         """
@@ -239,8 +244,19 @@ class QuasistaticModel:
                 np.array([X.translation() for X in poses]).reshape(-1, 3))
 
     def query_object(self):
-        """Return SceneGraph's QueryObject at the current configuration."""
-        return self.plant.get_geometry_query_input_port().Eval(self.plant_context)
+        """Return SceneGraph's QueryObject at the current configuration (kept until q changes)."""
+        if self._query is None:
+            self._query = self.plant.get_geometry_query_input_port().Eval(self.plant_context)
+        return self._query
+
+    def geometry_pose(self, geometry) -> np.ndarray:
+        """Return X_WG (3 x 4, read-only) of a geometry at the set q (kept until q changes)."""
+        pose = self._poses.get(geometry)
+        if pose is None:
+            pose = self._poses[geometry] = self.query_object().GetPoseInWorld(
+                geometry).GetAsMatrix34()
+            pose.flags.writeable = False
+        return pose
 
     # ----- construction helpers ----------------------------------------------
     def _set_object_poses(self, instances) -> None:

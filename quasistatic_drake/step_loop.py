@@ -243,7 +243,7 @@ class StepLoop:
         geometries = self.model.geometries
         gaps: dict = {}
         for p in self.pairs(q, self.scenario.contact_detection_tolerance):
-            if np.isfinite(p.distance):
+            if math.isfinite(p.distance):
                 a, b = geometries[p.id_A].index, geometries[p.id_B].index
                 key = (min(a, b), max(a, b))
                 gaps[key] = min(gaps.get(key, np.inf), p.distance)
@@ -268,11 +268,11 @@ class StepLoop:
         a penetration off, not deepen it, whatever rows taken far from q say.
         """
         near = [p for p in self.pairs(q_next, self.scenario.contact_detection_tolerance)
-                if np.isfinite(p.distance)]
+                if math.isfinite(p.distance)]
         predicted: dict = {}
         if contacts.n_c and contacts.geometry_a is not None:
             gaps = contacts.phi + self.h * (contacts.J_n @ v)
-            for key, gap in zip(contacts.pair_keys(), gaps):
+            for key, gap in zip(contacts.pair_keys(), gaps.tolist()):
                 predicted[key] = min(predicted.get(key, np.inf), gap)
         geometries = self.model.geometries
         residuals: dict = {}
@@ -441,7 +441,7 @@ class StepLoop:
             s_b = shift[b] if b is not None else _NO_SHIFT
             reach = (math.sqrt((s_a - s_b) @ (s_a - s_b)) + (turn[a] if a is not None else 0.0)
                      + (turn[b] if b is not None else 0.0))
-            distance = pair.distance if np.isfinite(pair.distance) else 0.0
+            distance = pair.distance if math.isfinite(pair.distance) else 0.0
             if tolerance < distance < reach:          # unseen, and within reach
                 reach_needed = max(reach_needed, reach)
         if reach_needed <= tolerance:
@@ -459,7 +459,7 @@ class StepLoop:
     def min_phi(self, q: np.ndarray) -> float:
         """Return the smallest Drake signed distance of the pairs within tolerance at q."""
         pairs = self.pairs(q, self.scenario.contact_detection_tolerance)
-        return min((p.distance for p in pairs if np.isfinite(p.distance)), default=np.inf)
+        return min((p.distance for p in pairs if math.isfinite(p.distance)), default=np.inf)
 
     def _failure(self, q, q_ref, v_a, contacts, attempt: Attempt, warm_start,
                  start) -> StepResult:

@@ -93,10 +93,16 @@ def _jordan(u, v, out, m_l, soc_start):
     for r in range(m_l):
         out[r] = u[r] * v[r]
     for a in soc_start:
-        u0, v0 = u[a], v[a]
-        out[a] = u0 * v0 + u[a + 1] * v[a + 1] + u[a + 2] * v[a + 2]
-        out[a + 1] = u0 * v[a + 1] + v0 * u[a + 1]
-        out[a + 2] = u0 * v[a + 2] + v0 * u[a + 2]
+        _jordan_soc(u, v, out, a)
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _jordan_soc(u, v, out, a):
+    """Set out = u o v on the SOC block at row a: (u^T v, u0 v1 + v0 u1)."""
+    u0, v0 = u[a], v[a]
+    out[a] = u0 * v0 + u[a + 1] * v[a + 1] + u[a + 2] * v[a + 2]
+    out[a + 1] = u0 * v[a + 1] + v0 * u[a + 1]
+    out[a + 2] = u0 * v[a + 2] + v0 * u[a + 2]
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -105,13 +111,19 @@ def _jordan_inverse(lam, y, out, m_l, soc_start):
     for r in range(m_l):
         out[r] = y[r] / lam[r]
     for a in soc_start:
-        l0 = lam[a]
-        dot = lam[a + 1] * y[a + 1] + lam[a + 2] * y[a + 2]
-        norm = lam[a + 1] * lam[a + 1] + lam[a + 2] * lam[a + 2]
-        x0 = (l0 * y[a] - dot) / max(l0 * l0 - norm, 1e-300)
-        out[a] = x0
-        out[a + 1] = (y[a + 1] - x0 * lam[a + 1]) / l0
-        out[a + 2] = (y[a + 2] - x0 * lam[a + 2]) / l0
+        _jordan_inverse_soc(lam, y, out, a)
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _jordan_inverse_soc(lam, y, out, a):
+    """Set out = x with lam o x = y on the SOC block at row a."""
+    l0 = lam[a]
+    dot = lam[a + 1] * y[a + 1] + lam[a + 2] * y[a + 2]
+    norm = lam[a + 1] * lam[a + 1] + lam[a + 2] * lam[a + 2]
+    x0 = (l0 * y[a] - dot) / max(l0 * l0 - norm, 1e-300)
+    out[a] = x0
+    out[a + 1] = (y[a + 1] - x0 * lam[a + 1]) / l0
+    out[a + 2] = (y[a + 2] - x0 * lam[a + 2]) / l0
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -208,15 +220,19 @@ def _winv2(a, eta, wbar, out):
     """Set out (3 x 3) = W^-2 of the SOC block at row a (W^-1 in closed form, squared)."""
     w0, w1, w2 = wbar[a], wbar[a + 1], wbar[a + 2]
     c = 1.0 / (1.0 + w0)
-    winv = np.empty((3, 3))
-    winv[0, 0], winv[0, 1], winv[0, 2] = w0, -w1, -w2
-    winv[1, 0], winv[1, 1], winv[1, 2] = -w1, 1.0 + w1 * w1 * c, w1 * w2 * c
-    winv[2, 0], winv[2, 1], winv[2, 2] = -w2, w1 * w2 * c, 1.0 + w2 * w2 * c
+    # W^-1 / eta = [[w0, -w1, -w2], [-w1, 1 + w1^2 c, w1 w2 c], [-w2, w1 w2 c, 1 + w2^2 c]]
+    m00, m01, m02 = w0, -w1, -w2
+    m11, m12, m22 = 1.0 + w1 * w1 * c, w1 * w2 * c, 1.0 + w2 * w2 * c
     inv2 = 1.0 / (eta * eta)
-    for i in range(3):
-        for j in range(3):
-            out[i, j] = inv2 * (winv[i, 0] * winv[0, j] + winv[i, 1] * winv[1, j]
-                                + winv[i, 2] * winv[2, j])
+    out[0, 0] = inv2 * (m00 * m00 + m01 * m01 + m02 * m02)
+    out[0, 1] = inv2 * (m00 * m01 + m01 * m11 + m02 * m12)
+    out[0, 2] = inv2 * (m00 * m02 + m01 * m12 + m02 * m22)
+    out[1, 0] = inv2 * (m01 * m00 + m11 * m01 + m12 * m02)
+    out[1, 1] = inv2 * (m01 * m01 + m11 * m11 + m12 * m12)
+    out[1, 2] = inv2 * (m01 * m02 + m11 * m12 + m12 * m22)
+    out[2, 0] = inv2 * (m02 * m00 + m12 * m01 + m22 * m02)
+    out[2, 1] = inv2 * (m02 * m01 + m12 * m11 + m22 * m12)
+    out[2, 2] = inv2 * (m02 * m02 + m12 * m12 + m22 * m22)
 
 
 # ----- the problem's structure: G x, G^T y, and the reduced KKT factor ---------------------
@@ -297,19 +313,22 @@ def _g_times(x, out, cptr, cols, Jn, Jt, Jf, kind, n_d, normal_row, slack_row, f
     """Set out = G x (the rows of the module docstring, as G x + s = h)."""
     K = kind.shape[0]
     for k in range(K):
-        jn = 0.0
-        for p in range(cptr[k], cptr[k + 1]):
-            jn += Jn[p] * x[cols[p]]
+        jn, j1, j2 = 0.0, 0.0, 0.0
+        if kind[k] == ROUND:                   # the normal and tangent rows in one pass
+            for p in range(cptr[k], cptr[k + 1]):
+                xp = x[cols[p]]
+                jn += Jn[p] * xp
+                j1 += Jt[0, p] * xp
+                j2 += Jt[1, p] * xp
+        else:
+            for p in range(cptr[k], cptr[k + 1]):
+                jn += Jn[p] * x[cols[p]]
         sig = x[s_var[k]] if s_var[k] >= 0 else 0.0
         out[normal_row[k]] = -jn - sig
         if slack_row[k] >= 0:
             out[slack_row[k]] = -sig
         if kind[k] == ROUND:
             a = fric_row[k]
-            j1, j2 = 0.0, 0.0
-            for p in range(cptr[k], cptr[k + 1]):
-                j1 += Jt[0, p] * x[cols[p]]
-                j2 += Jt[1, p] * x[cols[p]]
             out[a] = -x[t_var[k]]
             out[a + 1] = -j1
             out[a + 2] = -j2
@@ -334,15 +353,18 @@ def _gt_times(y, out, cptr, cols, Jn, Jt, Jf, kind, n_d, normal_row, slack_row, 
     K = kind.shape[0]
     for k in range(K):
         yn = y[normal_row[k]]
-        for p in range(cptr[k], cptr[k + 1]):
-            out[cols[p]] -= Jn[p] * yn
+        if kind[k] == ROUND:                   # the normal then the tangent rows, one pass
+            a = fric_row[k]
+            y1, y2 = y[a + 1], y[a + 2]
+            for p in range(cptr[k], cptr[k + 1]):
+                out[cols[p]] = (out[cols[p]] - Jn[p] * yn) - (Jt[0, p] * y1 + Jt[1, p] * y2)
+        else:
+            for p in range(cptr[k], cptr[k + 1]):
+                out[cols[p]] -= Jn[p] * yn
         if s_var[k] >= 0:
             out[s_var[k]] -= yn + y[slack_row[k]]
         if kind[k] == ROUND:
-            a = fric_row[k]
-            out[t_var[k]] -= y[a]
-            for p in range(cptr[k], cptr[k + 1]):
-                out[cols[p]] -= Jt[0, p] * y[a + 1] + Jt[1, p] * y[a + 2]
+            out[t_var[k]] -= y[fric_row[k]]
         elif kind[k] == PYRAMID:
             a = fric_row[k]
             for j in range(n_d):
@@ -363,8 +385,10 @@ def _factor(Q, cptr, cols, Jn, Jt, Jf, kind, n_d, normal_row, slack_row, fric_ro
 
     Per contact: hvt (its columns) and htt couple v and t, hvs and hss v and
     sigma; their Schur complements go into the reduced n_v x n_v matrix, whose
-    lower Cholesky factor is left in L.  ``t_prox`` is added to htt (the
-    start's unit proximal term: t has no Hessian of its own).
+    lower Cholesky factor is left in L; only its lower triangle is summed
+    (a contact's columns ascend: q <= p is cols[q] <= cols[p]), the only one
+    the factorisation reads.  ``t_prox`` is added to htt (the start's unit
+    proximal term: t has no Hessian of its own).
     """
     n_v = Q.shape[0]
     L[:, :] = Q
@@ -384,7 +408,7 @@ def _factor(Q, cptr, cols, Jn, Jt, Jf, kind, n_d, normal_row, slack_row, fric_ro
             dn_eff = dn
         for p in range(c0, c1):
             a = dn_eff * Jn[p]
-            for q in range(c0, c1):
+            for q in range(c0, p + 1):
                 L[cols[p], cols[q]] += a * Jn[q]
         if kind[k] == ROUND:
             row = fric_row[k]
@@ -399,7 +423,7 @@ def _factor(Q, cptr, cols, Jn, Jt, Jf, kind, n_d, normal_row, slack_row, fric_ro
                 hvt[p] = Jt[0, p] * M[1, 0] + Jt[1, p] * M[2, 0]
                 a1 = s11 * Jt[0, p] + s12 * Jt[1, p]
                 a2 = s12 * Jt[0, p] + s22 * Jt[1, p]
-                for q in range(c0, c1):
+                for q in range(c0, p + 1):
                     L[cols[p], cols[q]] += a1 * Jt[0, q] + a2 * Jt[1, q]
         elif kind[k] == PYRAMID:
             row = fric_row[k]
@@ -416,11 +440,11 @@ def _factor(Q, cptr, cols, Jn, Jt, Jf, kind, n_d, normal_row, slack_row, fric_ro
                 dj = 1.0 / (d_lin[row + j] ** 2)
                 for p in range(c0, c1):
                     a = dj * Jf[j, p]
-                    for q in range(c0, c1):
+                    for q in range(c0, p + 1):
                         L[cols[p], cols[q]] += a * Jf[j, q]
             for p in range(c0, c1):
                 a = hvt[p] / total
-                for q in range(c0, c1):
+                for q in range(c0, p + 1):
                     L[cols[p], cols[q]] -= a * hvt[q]
     b0 = m_l - bound_var.shape[0]
     for b in range(bound_var.shape[0]):
@@ -480,6 +504,35 @@ def _reduced_solve(L, rx, dx, work, cptr, cols, kind, t_var, s_var, hvt, htt, hv
 
 
 # ----- the solver -----------------------------------------------------------------------
+@numba.njit(cache=True, error_model="numpy")
+def _max_abs(u):
+    """Return max |u_i| as ``np.max(np.abs(u))`` (nan if any is), without a temporary."""
+    top = abs(u[0])
+    for i in range(1, u.shape[0]):
+        value = abs(u[i])
+        if value > top or value != value:
+            top = value
+            if value != value:
+                return value
+    return top
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _finite(u):
+    """Return whether every entry of u is finite."""
+    for i in range(u.shape[0]):
+        if not math.isfinite(u[i]):
+            return False
+    return True
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _step(u, alpha, du):
+    """Set u += alpha du in place."""
+    for i in range(u.shape[0]):
+        u[i] += alpha * du[i]
+
+
 @numba.njit(cache=True, error_model="numpy")
 def _p_times(Q, x, out):
     """Set out = P x (Q on v; the auxiliary variables have no Hessian)."""
@@ -543,7 +596,7 @@ def solve_contact_qp(Q, c_v, lower, upper, cptr, cols, Jn, Jt, Jf, h_n, kind, n_
                                   np.empty(m), np.empty(m))
     dx_a, dz_a, ds_a = np.empty(n), np.empty(m), np.empty(m)
     dx, dz, ds = np.empty(n), np.empty(m), np.empty(m)
-    work_n, work_m = np.empty((n, 4)), np.empty((m, 8))
+    work_n, work_m = np.empty((4, n)), np.empty((8, m))   # rows: contiguous
     x, s, z = np.zeros(n), np.empty(m), np.empty(m)
     # CVXOPT's start: W = I (and a unit proximal term on t), x from
     # (P + G^T G) x = -c + G^T h, s = h - G x, z = G x - h, each shifted so that its
@@ -553,7 +606,7 @@ def solve_contact_qp(Q, c_v, lower, upper, cptr, cols, Jn, Jt, Jf, h_n, kind, n_
             L, hvt, htt, hvs, hss)
     _gt_times(h, rx, *structure)
     rx -= c
-    _reduced_solve(L, rx, x, work_n[:, 0], cptr, cols, kind, t_var, s_var, hvt, htt, hvs, hss)
+    _reduced_solve(L, rx, x, work_n[0], cptr, cols, kind, t_var, s_var, hvt, htt, hvs, hss)
     _g_times(x, rz, *structure)
     for r in range(m):
         s[r] = h[r] - rz[r]
@@ -573,12 +626,13 @@ def solve_contact_qp(Q, c_v, lower, upper, cptr, cols, Jn, Jt, Jf, h_n, kind, n_
         _p_times(Q, x, dx)
         rx += dx + c
         _g_times(x, rz, *structure)
-        rz += s - h
+        for r in range(m):
+            rz[r] += s[r] - h[r]
         gap = s @ z
         mu = gap / max(nu, 1)
         objective = 0.5 * (x @ dx) + c @ x
-        primal = np.max(np.abs(rz)) / scale_h if m else 0.0
-        dual = np.max(np.abs(rx)) / scale_c if n else 0.0
+        primal = _max_abs(rz) / scale_h if m else 0.0
+        dual = _max_abs(rx) / scale_c if n else 0.0
         relative_gap = gap / (1.0 + abs(objective))
         quality = max(max(primal, dual) / ACCEPTABLE_FEASIBILITY, relative_gap / ACCEPTABLE_GAP)
         if quality < best:
@@ -605,22 +659,26 @@ def solve_contact_qp(Q, c_v, lower, upper, cptr, cols, Jn, Jt, Jf, h_n, kind, n_
                     1.0)
         sigma = (1.0 - alpha) ** 3
         # the combined direction, with Mehrotra's term (W^-T ds_a) o (W dz_a)
-        _apply_w(ds_a, a_s, True, m_l, soc_start, d_lin, eta, wbar)
-        _apply_w(dz_a, a_z, False, m_l, soc_start, d_lin, eta, wbar)
-        _jordan(a_s, a_z, corr, m_l, soc_start)
-        ll -= corr
+        for r in range(m_l):
+            ll[r] -= (ds_a[r] / d_lin[r]) * (dz_a[r] * d_lin[r])
+        for k in range(soc_start.shape[0]):
+            a = soc_start[k]
+            _soc_w(ds_a, a_s, a, eta[k], wbar, True)
+            _soc_w(dz_a, a_z, a, eta[k], wbar, False)
+            _jordan_soc(a_s, a_z, corr, a)
+            for r in range(a, a + 3):
+                ll[r] -= corr[r]
         _add_identity(ll, sigma * mu, m_l, soc_start)
         kkt_solve(Q, L, structure, soc_start, d_lin, eta, wbar, lam, hvt, htt, hvs, hss,
                   rx, rz, ll, dx, dz, ds, work_n, work_m)
         alpha = min(STEP_FRACTION * min(_max_step(s, ds, m_l, soc_start),
                                         _max_step(z, dz, m_l, soc_start)), 1.0)
-        if not (alpha > 1e-14 and np.all(np.isfinite(dx)) and np.all(np.isfinite(ds))
-                and np.all(np.isfinite(dz))):
+        if not (alpha > 1e-14 and _finite(dx) and _finite(ds) and _finite(dz)):
             status = NUMERICAL
             break
-        x += alpha * dx
-        s += alpha * ds
-        z += alpha * dz
+        _step(x, alpha, dx)
+        _step(s, alpha, ds)
+        _step(z, alpha, dz)
     if status != OPTIMAL and best <= 1.0:
         status = OPTIMAL         # the best this arithmetic gives, within ACCEPTABLE_*
     return x_best, s_best, z_best, status, iterations
@@ -637,25 +695,41 @@ def _kkt_once(Q, L, structure, soc_start, d_lin, eta, wbar, lam, hvt, htt, hvs, 
     (P + G^T W^-2 G) dx = bx + G^T W^-2 r.
     """
     m_l = structure[14]
-    u, r, tmp, gdx = work_m[:, 0], work_m[:, 1], work_m[:, 2], work_m[:, 3]
-    _jordan_inverse(lam, bs, u, m_l, soc_start)
-    _apply_w(u, tmp, False, m_l, soc_start, d_lin, eta, wbar)
-    r[:] = bz - tmp
-    _apply_w(r, tmp, True, m_l, soc_start, d_lin, eta, wbar)
-    _apply_w(tmp, gdx, True, m_l, soc_start, d_lin, eta, wbar)         # W^-2 r
-    rhs, work = work_n[:, 0], work_n[:, 1]
+    u, r, tmp, gdx = work_m[0], work_m[1], work_m[2], work_m[3]
+    for i in range(m_l):                       # u = lam <> bs, r = bz - W u, gdx = W^-2 r
+        u[i] = bs[i] / lam[i]
+        r[i] = bz[i] - u[i] * d_lin[i]
+        gdx[i] = (r[i] / d_lin[i]) / d_lin[i]
+    for k in range(soc_start.shape[0]):        # the same, cone by cone
+        a = soc_start[k]
+        _jordan_inverse_soc(lam, bs, u, a)
+        _soc_w(u, tmp, a, eta[k], wbar, False)
+        for i in range(a, a + 3):
+            r[i] = bz[i] - tmp[i]
+        _soc_w(r, tmp, a, eta[k], wbar, True)
+        _soc_w(tmp, gdx, a, eta[k], wbar, True)
+    rhs, work = work_n[0], work_n[1]
     _gt_times(gdx, rhs, *structure)
     rhs += bx
     cptr, cols, kind, t_var, s_var = structure[0], structure[1], structure[5], \
         structure[10], structure[11]
     _reduced_solve(L, rhs, dx, work, cptr, cols, kind, t_var, s_var, hvt, htt, hvs, hss)
     _g_times(dx, gdx, *structure)
-    gdx -= r
-    _apply_w(gdx, tmp, True, m_l, soc_start, d_lin, eta, wbar)
-    _apply_w(tmp, dz, True, m_l, soc_start, d_lin, eta, wbar)           # W^-2 (G dx - r)
-    _apply_w(dz, tmp, False, m_l, soc_start, d_lin, eta, wbar)
-    u -= tmp
-    _apply_w(u, ds, False, m_l, soc_start, d_lin, eta, wbar)
+    for i in range(m_l):                       # dz = W^-2 (G dx - r), ds = W (u - W dz)
+        gdx[i] -= r[i]
+        dz[i] = (gdx[i] / d_lin[i]) / d_lin[i]
+        u[i] -= dz[i] * d_lin[i]
+        ds[i] = u[i] * d_lin[i]
+    for k in range(soc_start.shape[0]):
+        a = soc_start[k]
+        for i in range(a, a + 3):
+            gdx[i] -= r[i]
+        _soc_w(gdx, tmp, a, eta[k], wbar, True)
+        _soc_w(tmp, dz, a, eta[k], wbar, True)
+        _soc_w(dz, tmp, a, eta[k], wbar, False)
+        for i in range(a, a + 3):
+            u[i] -= tmp[i]
+        _soc_w(u, ds, a, eta[k], wbar, False)
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -671,30 +745,39 @@ def kkt_solve(Q, L, structure, soc_start, d_lin, eta, wbar, lam, hvt, htt, hvs, 
     m_l = structure[14]
     _kkt_once(Q, L, structure, soc_start, d_lin, eta, wbar, lam, hvt, htt, hvs, hss,
               bx, bz, bs, dx, dz, ds, work_n, work_m)
-    e1, cx = work_n[:, 2], work_n[:, 3]
-    e2, e3, cz, cs = work_m[:, 4], work_m[:, 5], work_m[:, 6], work_m[:, 7]
-    scale = 1.0 + max(np.max(np.abs(bx)) if bx.shape[0] else 0.0,
-                      np.max(np.abs(bz)) if bz.shape[0] else 0.0)
+    e1, cx = work_n[2], work_n[3]
+    e2, e3, cz, cs = work_m[4], work_m[5], work_m[6], work_m[7]
+    scale = 1.0 + max(_max_abs(bx) if bx.shape[0] else 0.0,
+                      _max_abs(bz) if bz.shape[0] else 0.0)
     for _ in range(REFINEMENTS):
         _gt_times(dz, e1, *structure)
         _p_times(Q, dx, cx)
-        e1[:] = bx - e1 - cx
+        for i in range(e1.shape[0]):
+            e1[i] = bx[i] - e1[i] - cx[i]
         _g_times(dx, e2, *structure)
-        e2[:] = bz - e2 - ds
-        _apply_w(dz, e3, False, m_l, soc_start, d_lin, eta, wbar)
-        _apply_w(ds, cs, True, m_l, soc_start, d_lin, eta, wbar)
-        cs += e3
-        _jordan(lam, cs, e3, m_l, soc_start)
-        e3[:] = bs - e3
-        worst = max(np.max(np.abs(e1)) if e1.shape[0] else 0.0,
-                    np.max(np.abs(e2)) if e2.shape[0] else 0.0)
+        for i in range(e2.shape[0]):
+            e2[i] = bz[i] - e2[i] - ds[i]
+        worst = max(_max_abs(e1) if e1.shape[0] else 0.0,
+                    _max_abs(e2) if e2.shape[0] else 0.0)
         if worst <= 1e-15 * scale:
             break
+        for i in range(m_l):                   # e3 = bs - lam o (W dz + W^-1 ds)
+            cs[i] = ds[i] / d_lin[i] + dz[i] * d_lin[i]
+            e3[i] = bs[i] - lam[i] * cs[i]
+        for k in range(soc_start.shape[0]):
+            a = soc_start[k]
+            _soc_w(dz, e3, a, eta[k], wbar, False)
+            _soc_w(ds, cs, a, eta[k], wbar, True)
+            for i in range(a, a + 3):
+                cs[i] += e3[i]
+            _jordan_soc(lam, cs, e3, a)
+            for i in range(a, a + 3):
+                e3[i] = bs[i] - e3[i]
         _kkt_once(Q, L, structure, soc_start, d_lin, eta, wbar, lam, hvt, htt, hvs, hss,
                   e1, e2, e3, cx, cz, cs, work_n, work_m)
-        dx += cx
-        dz += cz
-        ds += cs
+        _step(dx, 1.0, cx)
+        _step(dz, 1.0, cz)
+        _step(ds, 1.0, cs)
 
 
 # ----- the solution's derivatives (conic_step.island_derivative) -----------------------------
@@ -766,7 +849,7 @@ def solution_derivative(Q, cptr, cols, Jn, Jt, Jf, kind, n_d, slack, lower, uppe
             s_var, bound_var, bound_sign, m_l, soc_start, d_lin, eta, wbar, 0.0,
             L, hvt, htt, hvs, hss)
     dx, dz, ds, bs = np.empty(n), np.empty(m), np.empty(m), np.zeros(m)
-    work_n, work_m = np.empty((n, 4)), np.empty((m, 8))
+    work_n, work_m = np.empty((4, n)), np.empty((8, m))   # rows: contiguous
     for j in range(RX.shape[1]):
         kkt_solve(Q, L, structure, soc_start, d_lin, eta, wbar, lam, hvt, htt, hvs, hss,
                   np.ascontiguousarray(RX[:, j]), np.ascontiguousarray(RZ[:, j]), bs,

@@ -37,6 +37,7 @@ This module imports neither Drake nor ROS.
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import numba
@@ -66,117 +67,167 @@ def polish(P: np.ndarray, c: np.ndarray, G: np.ndarray, h: np.ndarray, m_l: int,
     A linear row guessed active whose multiplier comes out negative is
     dropped and the set solved again (at most ACTIVE_SET_PASSES times).
     """
-    active = list(np.flatnonzero(z[:m_l] > s[:m_l]))
-    sliding = []
-    for a, t in zip(cones, cone_t):
-        margin = z[a] - np.hypot(z[a + 1], z[a + 2])
+    ok, x_new, s_new, z_new = _polish(
+        np.ascontiguousarray(P, dtype=float), np.ascontiguousarray(c, dtype=float),
+        np.ascontiguousarray(G, dtype=float), np.ascontiguousarray(h, dtype=float), m_l,
+        np.ascontiguousarray(cones, dtype=np.int64),
+        np.ascontiguousarray(cone_t, dtype=np.int64), np.ascontiguousarray(x, dtype=float),
+        np.ascontiguousarray(s, dtype=float), np.ascontiguousarray(z, dtype=float))
+    return (x_new, s_new, z_new) if ok else None
+
+
+@numba.njit(cache=True)
+def _polish(P, c, G, h, m_l, cones, cone_t, x, s, z):
+    """Return (accepted, x, s, z): ``polish`` compiled (its docstring)."""
+    n_c = cones.shape[0]
+    active = np.empty(m_l + 3 * n_c, dtype=np.int64)
+    n_a = 0
+    for r in range(m_l):
+        if z[r] > s[r]:
+            active[n_a] = r
+            n_a += 1
+    sliding = np.zeros(n_c, dtype=np.bool_)
+    for i in range(n_c):
+        a = cones[i]
+        margin = z[a] - math.hypot(z[a + 1], z[a + 2])
         if margin > ON_BOUNDARY * z[a]:      # the friction inside its bound: sticks
-            active.extend((a, a + 1, a + 2))
+            active[n_a], active[n_a + 1], active[n_a + 2] = a, a + 1, a + 2
+            n_a += 3
         else:
-            sliding.append((a, t))
-    tol_z = POLISH_TOL * (1.0 + np.abs(z).max(initial=0.0))
+            sliding[i] = True
+    active = active[:n_a]
+    tol_z = POLISH_TOL * (1.0 + (np.abs(z).max() if z.shape[0] else 0.0))
+    failed = (False, x, s, z)
+    settled = False
     for _ in range(ACTIVE_SET_PASSES):
-        active = np.array(active, dtype=int)
-        solved = _on_active_set(P, c, G, h, active, sliding, x, s, z)
-        if solved is None:
-            return None
-        x_new, s_new, z_new = solved
-        pulling = [r for r in active if r < m_l and z_new[r] < -tol_z]
-        if not pulling:
+        ok, x_new, s_new, z_new = _on_active_set(P, c, G, h, active, cones, cone_t, sliding,
+                                                 s, z)
+        if not ok:
+            return failed
+        keep = np.ones(active.shape[0], dtype=np.bool_)
+        for i in range(active.shape[0]):
+            r = active[i]
+            keep[i] = not (r < m_l and z_new[r] < -tol_z)
+        if keep.all():
+            settled = True
             break
-        active = [r for r in active if r not in pulling]
-    else:
-        return None
+        active = active[keep]
+    if not settled:
+        return failed
     # stationarity and the active rows, each to POLISH_TOL of the size of its own terms
     size_x = 1.0 + np.abs(c) + np.abs(P) @ np.abs(x_new) + np.abs(G.T) @ np.abs(z_new)
     if np.any(np.abs(P @ x_new + c + G.T @ z_new) > POLISH_TOL * size_x):
-        return None                           # e.g. the sliding law did not hold
-    size_s = 1.0 + np.abs(h[active]) + np.abs(G[active]) @ np.abs(x_new)
-    if np.any(np.abs(s_new[active]) > POLISH_TOL * size_s):
-        return None
-    s_new[active] = 0.0
+        return failed                         # e.g. the sliding law did not hold
+    for r in active:
+        size_s = 1.0 + abs(h[r])
+        for j in range(G.shape[1]):
+            size_s += abs(G[r, j]) * abs(x_new[j])
+        if abs(s_new[r]) > POLISH_TOL * size_s:
+            return failed
+    for r in active:
+        s_new[r] = 0.0
     if not _accepted(s_new, z_new, m_l, cones, sliding, h, z):
-        return None
-    if np.abs(x_new - x).max(initial=0.0) > NEAR * (1.0 + np.abs(x).max(initial=0.0)):
-        return None                           # a guess far from the method's: refused
-    return x_new, s_new, z_new
+        return failed
+    if np.abs(x_new - x).max() > NEAR * (1.0 + np.abs(x).max()):
+        return failed                         # a guess far from the method's: refused
+    return True, x_new, s_new, z_new
 
 
-def _on_active_set(P, c, G, h, active, sliding, x, s,
-                   z) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Return (x, s, z) with ``active`` rows held and ``sliding`` cones' law solved, or None."""
-    fixed_z, slips = np.zeros(len(h)), {}
-    free = np.ones(len(x), dtype=bool)
-    for a, t in sliding:
-        slips[a] = s[a + 1:a + 3].copy()
-        fixed_z[a:a + 3] = _sliding_force(c[t], -slips[a])
-        free[t] = False                       # t = |u|, set once v is known
+@numba.njit(cache=True)
+def _on_active_set(P, c, G, h, active, cones, cone_t, sliding, s, z):
+    """Return (solved, x, s, z) with ``active`` rows held and ``sliding`` cones' law solved."""
+    n, m = P.shape[0], h.shape[0]
+    fixed_z = np.zeros(m)
+    slips = np.zeros((cones.shape[0], 2))
+    free = np.ones(n, dtype=np.bool_)
+    for i in range(cones.shape[0]):
+        if sliding[i]:
+            a, t = cones[i], cone_t[i]
+            slips[i, 0], slips[i, 1] = s[a + 1], s[a + 2]
+            fixed_z[a:a + 3] = _sliding_force(c[t], -slips[i, 0], -slips[i, 1])
+            free[t] = False                   # t = |u|, set once v is known
+    free_idx = np.flatnonzero(free)
+    G_A = np.empty((active.shape[0], free_idx.shape[0]))
+    for i in range(active.shape[0]):
+        for j in range(free_idx.shape[0]):
+            G_A[i, j] = G[active[i], free_idx[j]]
+    h_A = np.empty(active.shape[0])
+    for i in range(active.shape[0]):
+        h_A[i] = h[active[i]]
+    x_new, s_new = np.zeros(n), np.zeros(m)
+    multipliers = np.zeros(active.shape[0])
+    failed = (False, x_new, s_new, fixed_z)
     last_change = np.inf
     for _ in range(DIRECTION_ITERATIONS):
         hessian = P.copy()
-        for a, t in sliding:                  # the sliding law's tangent stiffness
-            u = slips[a]
-            norm = np.hypot(*u)
+        for i in range(cones.shape[0]):       # the sliding law's tangent stiffness
+            if not sliding[i]:
+                continue
+            a, t = cones[i], cone_t[i]
+            norm = math.hypot(slips[i, 0], slips[i, 1])
             if norm == 0.0:
-                return None
-            e = u / norm
+                return failed
+            e = slips[i] / norm
             rows = G[a + 1:a + 3]
-            hessian += rows.T @ ((c[t] / norm) * (np.eye(2) - np.outer(e, e))) @ rows
-        solved = _solve_on(hessian, c, G, h, active, free, fixed_z, np.zeros(len(active)))
-        if solved is None:
-            return None
-        x_new, multipliers = solved
-        if multipliers.min(initial=0.0) < 0.0:   # the least-norm ones leave their cone
-            solved = _solve_on(hessian, c, G, h, active, free, fixed_z, z[active])
-            if solved is None:
-                return None
-            x_new, multipliers = solved
+            stiffness = (c[t] / norm) * (np.eye(2) - np.outer(e, e))
+            hessian += (rows.T @ stiffness) @ rows
+        H = np.empty((free_idx.shape[0], free_idx.shape[0]))
+        for i in range(free_idx.shape[0]):
+            for j in range(free_idx.shape[0]):
+                H[i, j] = hessian[free_idx[i], free_idx[j]]
+        factor = _kkt_factor(H, G_A)
+        if not factor[0]:
+            return failed
+        base = c + G.T @ fixed_z
+        r_x = np.empty(free_idx.shape[0])
+        for j in range(free_idx.shape[0]):
+            r_x[j] = -base[free_idx[j]]
+        ok, x_free, y = _kkt_solve(H, G_A, factor, r_x, h_A)
+        if not ok:
+            return failed
+        multipliers = y
+        if multipliers.shape[0] and multipliers.min() < 0.0:  # the least-norm ones leave
+            z_near = np.empty(active.shape[0])                # their cone: nearest the method's
+            for i in range(active.shape[0]):
+                z_near[i] = z[active[i]]
+            ok, x_free, y = _kkt_solve(H, G_A, factor, r_x - G_A.T @ z_near, h_A)
+            if not ok:
+                return failed
+            multipliers = z_near + y
+        x_new = np.zeros(n)
+        for j in range(free_idx.shape[0]):
+            x_new[free_idx[j]] = x_free[j]
         s_new = h - G @ x_new
         change = 0.0                          # of the sliding forces, relative to their bound
-        for a, t in sliding:
-            u = s_new[a + 1:a + 3]
-            x_new[t] = np.hypot(*u)
+        for i in range(cones.shape[0]):
+            if not sliding[i]:
+                continue
+            a, t = cones[i], cone_t[i]
+            u0, u1 = s_new[a + 1], s_new[a + 2]
+            x_new[t] = math.hypot(u0, u1)
             s_new[a] = x_new[t] + h[a]
-            force = _sliding_force(c[t], -u)
+            force = _sliding_force(c[t], -u0, -u1)
             change = max(change, np.abs(force - fixed_z[a:a + 3]).max() / max(c[t], 1.0))
             fixed_z[a:a + 3] = force
-            slips[a] = u.copy()
+            slips[i, 0], slips[i, 1] = u0, u1
         if change <= DIRECTION_TOL or (change <= ROUND_OFF_PLATEAU
                                        and change > 0.5 * last_change):
             break                             # settled, or Newton stalls at round-off
         last_change = change
     # polish() checks stationarity with the last forces
     z_new = fixed_z.copy()
-    z_new[active] = multipliers
-    return x_new, s_new, z_new
+    for i in range(active.shape[0]):
+        z_new[active[i]] = multipliers[i]
+    return True, x_new, s_new, z_new
 
 
-def _sliding_force(w: float, direction: np.ndarray) -> np.ndarray:
+@numba.njit(cache=True)
+def _sliding_force(w, d0, d1):
     """Return z = (w, w d / |d|) of a sliding cone (d the friction's direction)."""
-    norm = np.hypot(*direction)
+    norm = math.hypot(d0, d1)
     if norm == 0.0:
         return np.array([w, 0.0, 0.0])
-    return np.array([w, w * direction[0] / norm, w * direction[1] / norm])
-
-
-def _solve_on(P, c, G, h, active, free, fixed_z,
-              z_near) -> Optional[tuple[np.ndarray, np.ndarray]]:
-    """
-    Return x and the active rows' multipliers of P x + c + G^T z = 0, G_A x = h_A, or None.
-
-    Of the multipliers that solve it (a shared load's are many), those
-    nearest ``z_near``, the method's (``_refined_solve``).  None: the
-    system has no solution (the active set guessed is not one).
-    """
-    G_A = np.ascontiguousarray(G[active][:, free])
-    r_x = -(c + G.T @ fixed_z)[free] - G_A.T @ z_near
-    solved = _least_norm_kkt(np.ascontiguousarray(P[np.ix_(free, free)]), G_A, r_x,
-                             np.ascontiguousarray(h[active]))
-    if solved is None:
-        return None
-    x = np.zeros(len(free))
-    x[free] = solved[0]
-    return x, z_near + solved[1]
+    return np.array([w, w * d0 / norm, w * d1 / norm])
 
 
 @numba.njit(cache=True)
@@ -190,24 +241,48 @@ def _least_norm_kkt(P: np.ndarray, A: np.ndarray, r_x: np.ndarray,
     definite; the same solutions, as A x = b) and H = L L^T, B = A L^-T:
     B B^T y = A H^-1 (r_x + A^T b) - b, whose least-norm solution comes from
     the thin SVD of B (k x n; singular values below RCOND of the largest
-    dropped).  Refined against the residual of the original equations.
+    dropped): ``_kkt_factor``, then ``_kkt_solve``, refined against the
+    residual of the original equations.
     """
+    factor = _kkt_factor(P, A)
+    if not factor[0]:
+        return None
+    ok, x, y = _kkt_solve(P, A, factor, r_x, b)
+    if not ok:
+        return None
+    return x, y
+
+
+@numba.njit(cache=True)
+def _kkt_factor(P, A):
+    """Return (ok, L, B, U, sigma, keep) of ``_least_norm_kkt`` (its docstring)."""
     n, k = A.shape[1], A.shape[0]
     H = P + A.T @ A
+    L = np.zeros((n, n))
     try:
         L = np.linalg.cholesky(H)
     except Exception:                                  # noqa: B902 (numba: LinAlgError)
-        return None
+        return False, L, np.zeros((k, n)), np.zeros((k, 0)), np.zeros(0), \
+            np.zeros(0, dtype=np.bool_)
     B = _lower_solve(L, A.T.copy()).T.copy()           # A L^-T
     if k == 0:
         U, sigma = np.zeros((0, 0)), np.zeros(0)
     else:
         U, sigma, _ = np.linalg.svd(B, full_matrices=False)
     keep = sigma > RCOND * max(sigma[0] if sigma.shape[0] else 0.0, 1e-300)
+    return True, L, B, U, sigma, keep
+
+
+@numba.njit(cache=True)
+def _kkt_solve(P, A, factor, r_x, b):
+    """Return (ok, x, y) of ``_least_norm_kkt`` from ``_kkt_factor``'s ``factor``."""
+    _, L, B, U, sigma, keep = factor
+    n, k = A.shape[1], A.shape[0]
     x = np.zeros(n)
     y = np.zeros(k)
     rhs_x, rhs_b = r_x.copy(), b.copy()
     scale = 1.0 + max(np.abs(r_x).max() if n else 0.0, np.abs(b).max() if k else 0.0)
+    worst = np.inf
     for _ in range(REFINEMENTS):
         g = rhs_x + A.T @ rhs_b
         w = np.ascontiguousarray(_lower_solve(L, g.reshape(-1, 1))[:, 0])   # L^-1 g
@@ -224,10 +299,8 @@ def _least_norm_kkt(P: np.ndarray, A: np.ndarray, r_x: np.ndarray,
         rhs_b = b - A @ x
         worst = max(np.abs(rhs_x).max() if n else 0.0, np.abs(rhs_b).max() if k else 0.0)
         if worst <= RESIDUAL * scale:
-            return x, y
-    if worst <= 1e3 * RESIDUAL * scale:
-        return x, y
-    return None
+            return True, x, y
+    return worst <= 1e3 * RESIDUAL * scale, x, y
 
 
 @numba.njit(cache=True)
@@ -258,18 +331,20 @@ def _upper_solve(L: np.ndarray, R: np.ndarray) -> np.ndarray:
     return out
 
 
+@numba.njit(cache=True)
 def _accepted(s, z, m_l, cones, sliding, h, z_method) -> bool:
     """Return whether the polished point's s and z are in their cones (module docstring)."""
-    tol_s = POLISH_TOL * (1.0 + np.abs(h).max(initial=0.0))
-    tol_z = POLISH_TOL * (1.0 + np.abs(z_method).max(initial=0.0))
-    if s[:m_l].min(initial=0.0) < -tol_s or z[:m_l].min(initial=0.0) < -tol_z:
-        return False
-    for a in cones:
-        if s[a] - np.hypot(s[a + 1], s[a + 2]) < -tol_s:
+    tol_s = POLISH_TOL * (1.0 + (np.abs(h).max() if h.shape[0] else 0.0))
+    tol_z = POLISH_TOL * (1.0 + (np.abs(z_method).max() if z_method.shape[0] else 0.0))
+    for r in range(m_l):
+        if s[r] < -tol_s or z[r] < -tol_z:
             return False
-        if z[a] - np.hypot(z[a + 1], z[a + 2]) < -tol_z:
+    for i in range(cones.shape[0]):
+        a = cones[i]
+        if s[a] - math.hypot(s[a + 1], s[a + 2]) < -tol_s:
             return False
-    for a, _ in sliding:
-        if np.hypot(s[a + 1], s[a + 2]) <= tol_s:
+        if z[a] - math.hypot(z[a + 1], z[a + 2]) < -tol_z:
+            return False
+        if sliding[i] and math.hypot(s[a + 1], s[a + 2]) <= tol_s:
             return False                      # slides at no speed: a guess near sticking
     return True

@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
+import numba
 import numpy as np
 
 from quasistatic_drake.formulations import conic_ipm
@@ -90,15 +91,21 @@ def tangent_rows(J_f: np.ndarray, n_c: int, n_d: int) -> np.ndarray:
     so J_t1 = J_f,0 and J_t2 = (J_f,1 - cos(2 pi / n_d) J_f,0) / sin(2 pi / n_d);
     with n_d = 2 (a planar scene) there is no t2 and its row is zero.
     """
+    return _tangent_rows(np.ascontiguousarray(J_f, dtype=float), n_c, n_d)
+
+
+@numba.njit(cache=True)
+def _tangent_rows(J_f, n_c, n_d):
+    """Return ``tangent_rows`` (its docstring)."""
     n_v = J_f.shape[1]
     J_t = np.zeros((n_c, 2, n_v))
-    if n_c == 0:
-        return J_t
-    J = J_f.reshape(n_c, n_d, n_v)
-    J_t[:, 0] = J[:, 0]
-    if n_d > 2:
-        angle = 2.0 * math.pi / n_d
-        J_t[:, 1] = (J[:, 1] - math.cos(angle) * J[:, 0]) / math.sin(angle)
+    angle = 2.0 * math.pi / n_d
+    cos, sin = math.cos(angle), math.sin(angle)
+    for i in range(n_c):
+        for j in range(n_v):
+            J_t[i, 0, j] = J_f[i * n_d, j]
+            if n_d > 2:
+                J_t[i, 1, j] = (J_f[i * n_d + 1, j] - cos * J_f[i * n_d, j]) / sin
     return J_t
 
 
@@ -124,97 +131,250 @@ class _Compact:
 
 def _scales(data: IslandData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return v's scale (Q's unit diagonal) and each contact's normal and friction row scales."""
-    scale_v = 1.0 / np.sqrt(np.maximum(np.diag(data.Q), 1e-300))
-    scale_n = 1.0 / np.maximum(np.linalg.norm(data.J_n * scale_v, axis=1), 1e-12)
-    tangent = np.linalg.norm(data.J_t * scale_v, axis=2).max(axis=1) if data.cone == ROUND \
-        else np.linalg.norm(data.J_f * scale_v, axis=2).max(axis=1)
-    return scale_v, scale_n, 1.0 / np.maximum(tangent, 1e-12)
+    return _scales_of(data.Q, data.J_n, data.J_t if data.cone == ROUND else data.J_f)
+
+
+@numba.njit(cache=True)
+def _numpy_sum(a):
+    """Return the sum of the contiguous a in numpy's pairwise order (bit for bit ``np.sum``)."""
+    n = a.shape[0]
+    if n < 8:
+        total = 0.0
+        for i in range(n):
+            total += a[i]
+        return total
+    if n > 128:                                      # numpy's blocks: halves, 8-aligned
+        half = n // 2
+        half -= half % 8
+        return _numpy_sum(a[:half]) + _numpy_sum(a[half:])
+    r = a[:8].copy()
+    i = 8
+    while i < n - n % 8:
+        for j in range(8):
+            r[j] += a[i + j]
+        i += 8
+    total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    while i < n:
+        total += a[i]
+        i += 1
+    return total
+
+
+@numba.njit(cache=True)
+def _scaled_norm(row, scale):
+    """Return |row * scale| as ``np.linalg.norm`` gives it."""
+    squares = np.empty(row.shape[0])
+    for j in range(row.shape[0]):
+        value = row[j] * scale[j]
+        squares[j] = value * value
+    return math.sqrt(_numpy_sum(squares))
+
+
+@numba.njit(cache=True)
+def _scales_of(Q, J_n, J_friction):
+    """Return ``_scales`` from Q, J_n and the friction rows (J_t, or the pyramid's J_f)."""
+    n, k = Q.shape[0], J_n.shape[0]
+    scale_v = np.empty(n)
+    for j in range(n):
+        scale_v[j] = 1.0 / math.sqrt(max(Q[j, j], 1e-300))
+    scale_n, scale_f = np.empty(k), np.empty(k)
+    for i in range(k):
+        scale_n[i] = 1.0 / max(_scaled_norm(J_n[i], scale_v), 1e-12)
+        top = -np.inf
+        for a in range(J_friction.shape[1]):
+            top = max(top, _scaled_norm(J_friction[i, a], scale_v))
+        scale_f[i] = 1.0 / max(top, 1e-12)
+    return scale_v, scale_n, scale_f
 
 
 def _pattern(data: IslandData) -> np.ndarray:
     """Return the (k, n) mask of the columns each contact's rows touch."""
-    return (np.abs(data.J_n) + np.abs(data.J_t).sum(axis=1) + np.abs(data.J_f).sum(axis=1)) > 0.0
+    return _pattern_of(data.J_n, data.J_t, data.J_f)
+
+
+@numba.njit(cache=True)
+def _pattern_of(J_n, J_t, J_f):
+    """Return ``_pattern`` of the rows."""
+    k, n = J_n.shape
+    pattern = np.empty((k, n), dtype=np.bool_)
+    for i in range(k):
+        for j in range(n):
+            total = abs(J_n[i, j])
+            tangent = 0.0
+            for a in range(J_t.shape[1]):
+                tangent += abs(J_t[i, a, j])
+            pyramid = 0.0
+            for a in range(J_f.shape[1]):
+                pyramid += abs(J_f[i, a, j])
+            pattern[i, j] = (total + tangent) + pyramid > 0.0
+    return pattern
 
 
 def _compact(data: IslandData, scales: tuple, pattern: np.ndarray, kind: np.ndarray,
              slack: np.ndarray) -> _Compact:
     """Return the island's problem scaled by ``scales``, its rows on ``pattern``."""
     scale_v, scale_n, scale_f = scales
-    counts = pattern.sum(axis=1)
-    contact, cols = np.nonzero(pattern)
-    J_t = data.J_t * scale_v * scale_f[:, None, None]
-    J_f = data.J_f * scale_v * scale_f[:, None, None]
-    return _Compact(
-        Q=data.Q * np.outer(scale_v, scale_v), c_v=data.b * scale_v,
-        lower=data.lower / scale_v, upper=data.upper / scale_v,
-        cptr=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-        cols=cols.astype(np.int64),
-        Jn=(data.J_n * scale_v * scale_n[:, None])[contact, cols],
-        Jt=np.ascontiguousarray(J_t.transpose(1, 0, 2)[:, contact, cols]),
-        Jf=np.ascontiguousarray(J_f.transpose(1, 0, 2)[:, contact, cols]),
-        h_n=data.phi_h * scale_n, kind=kind, w=data.friction / scale_f, slack=slack,
-        penalty=np.full(len(data.phi_h), data.penalty) / scale_n)
+    Q, c_v, lower, upper, cptr, cols, Jn, Jt, Jf, h_n, w, penalty = _compact_of(
+        data.Q, data.b, data.lower, data.upper, data.phi_h, data.J_n, data.J_t, data.J_f,
+        data.friction, float(data.penalty), scale_v, scale_n, scale_f, pattern)
+    return _Compact(Q=Q, c_v=c_v, lower=lower, upper=upper, cptr=cptr, cols=cols, Jn=Jn,
+                    Jt=Jt, Jf=Jf, h_n=h_n, kind=kind, w=w, slack=slack, penalty=penalty)
+
+
+@numba.njit(cache=True)
+def _compact_of(Q, b, lower, upper, phi_h, J_n, J_t, J_f, friction, penalty, scale_v,
+                scale_n, scale_f, pattern):
+    """Return ``_Compact``'s arrays but kind and slack (the rows on ``pattern``, scaled)."""
+    k, n = J_n.shape
+    n_d = J_f.shape[1]
+    Q_s = np.empty((n, n))
+    for i in range(n):
+        for j in range(n):
+            Q_s[i, j] = Q[i, j] * (scale_v[i] * scale_v[j])
+    cptr = np.zeros(k + 1, dtype=np.int64)
+    for i in range(k):
+        cptr[i + 1] = cptr[i] + pattern[i].sum()
+    nnz = cptr[k]
+    cols = np.empty(nnz, dtype=np.int64)
+    Jn, Jt, Jf = np.empty(nnz), np.empty((2, nnz)), np.empty((n_d, nnz))
+    p = 0
+    for i in range(k):
+        for j in range(n):
+            if not pattern[i, j]:
+                continue
+            cols[p] = j
+            Jn[p] = J_n[i, j] * scale_v[j] * scale_n[i]
+            for a in range(2):
+                Jt[a, p] = J_t[i, a, j] * scale_v[j] * scale_f[i]
+            for a in range(n_d):
+                Jf[a, p] = J_f[i, a, j] * scale_v[j] * scale_f[i]
+            p += 1
+    return (Q_s, b * scale_v, lower / scale_v, upper / scale_v, cptr, cols, Jn, Jt, Jf,
+            phi_h * scale_n, friction / scale_f, penalty / scale_n)
+
+
+@numba.njit(cache=True)
+def _prepared(Q, b, lower, upper, phi_h, J_n, J_t, J_f, friction, penalty, cone):
+    """
+    Return an island's scales, kinds, slacks and scaled rows, in one call.
+
+    (scale_v, scale_n, scale_f, kind, slack, then ``_compact_of``'s arrays):
+    ``_scales``, ``_structure``, ``_pattern`` and ``_compact`` of the data.
+    """
+    scale_v, scale_n, scale_f = _scales_of(Q, J_n, J_t if cone == ROUND else J_f)
+    kind, slack = _kinds(friction, phi_h, cone)
+    return (scale_v, scale_n, scale_f, kind, slack) + _compact_of(
+        Q, b, lower, upper, phi_h, J_n, J_t, J_f, friction, penalty, scale_v, scale_n, scale_f,
+        _pattern_of(J_n, J_t, J_f))
+
+
+@numba.njit(cache=True)
+def _dense_layout(Q, c_v, lower, upper, cptr, cols, Jn, Jt, Jf, h_n, w, penalty, kind, slack,
+                  n_d, data_lower, data_upper):
+    """Return ``conic_ipm.layout`` of an island and its dense problem (``_dense``)."""
+    layout = conic_ipm.layout(kind, slack, n_d, Q.shape[0], data_lower, data_upper)
+    return layout, _dense_of(Q, c_v, lower, upper, cptr, cols, Jn, Jt, Jf, h_n, w, penalty,
+                             kind, n_d, *layout)
 
 
 def _structure(data: IslandData) -> tuple[np.ndarray, np.ndarray]:
     """Return each contact's friction kind (none where its bound is 0) and slack mask."""
-    kind = np.where(data.friction > 0.0, data.cone, conic_ipm.NONE).astype(np.int64)
-    return kind, data.phi_h < 0.0
+    return _kinds(data.friction, data.phi_h, data.cone)
+
+
+@numba.njit(cache=True)
+def _kinds(friction, phi_h, cone):
+    """Return ``_structure``: the cone where the friction bound is positive, the slacks."""
+    kind = np.empty(friction.shape[0], dtype=np.int64)
+    slack = np.empty(friction.shape[0], dtype=np.bool_)
+    for i in range(friction.shape[0]):
+        kind[i] = cone if friction[i] > 0.0 else conic_ipm.NONE
+        slack[i] = phi_h[i] < 0.0
+    return kind, slack
 
 
 def _dense(p: _Compact, kind: np.ndarray, n_d: int, structure: tuple) -> tuple:
     """Return the scaled problem's P, c, G and h as dense arrays (``conic_ipm``'s rows)."""
-    normal_row, fric_row, t_var, s_var = structure[0], structure[2], structure[3], structure[4]
-    m_l, soc_start, n_x = structure[7], structure[8], structure[9]
-    m = m_l + 3 * len(soc_start)
-    G = conic_ipm.dense_g(m, n_x, p.cptr, p.cols, p.Jn, p.Jt, p.Jf, kind, n_d,
-                          *structure[:7], m_l)
-    n_v = p.Q.shape[0]
+    return _dense_of(p.Q, p.c_v, p.lower, p.upper, p.cptr, p.cols, p.Jn, p.Jt, p.Jf, p.h_n,
+                     p.w, p.penalty, kind, n_d, *structure)
+
+
+@numba.njit(cache=True)
+def _dense_of(Q, c_v, lower, upper, cptr, cols, Jn, Jt, Jf, h_n, w, penalty, kind, n_d,
+              normal_row, slack_row, fric_row, t_var, s_var, bound_var, bound_sign, m_l,
+              soc_start, n_x):
+    """Return ``_dense`` of the compact problem's arrays and its ``conic_ipm.layout``."""
+    m = m_l + 3 * soc_start.shape[0]
+    G = conic_ipm.dense_g(m, n_x, cptr, cols, Jn, Jt, Jf, kind, n_d, normal_row, slack_row,
+                          fric_row, t_var, s_var, bound_var, bound_sign, m_l)
+    n_v = Q.shape[0]
     P = np.zeros((n_x, n_x))
-    P[:n_v, :n_v] = p.Q
+    P[:n_v, :n_v] = Q
     c = np.zeros(n_x)
-    c[:n_v] = p.c_v
-    has_t, has_s = t_var >= 0, s_var >= 0
-    c[t_var[has_t]] = p.w[has_t]
-    c[s_var[has_s]] = p.penalty[has_s]
+    c[:n_v] = c_v
+    for i in range(kind.shape[0]):
+        if t_var[i] >= 0:
+            c[t_var[i]] = w[i]
+        if s_var[i] >= 0:
+            c[s_var[i]] = penalty[i]
     h = np.zeros(m)
-    h[normal_row] = p.h_n
-    up_rows, up_vars, low_rows, low_vars = conic_ipm.bound_rows(structure, p.lower, p.upper)
-    h[up_rows] = p.upper[up_vars]
-    h[low_rows] = -p.lower[low_vars]
-    round_cone = kind == ROUND
-    return P, c, G, h, fric_row[round_cone], t_var[round_cone]
+    for i in range(kind.shape[0]):
+        h[normal_row[i]] = h_n[i]
+    b0 = m_l - bound_var.shape[0]
+    for r in range(bound_var.shape[0]):
+        j = bound_var[r]
+        h[b0 + r] = upper[j] if bound_sign[r] > 0.0 else -lower[j]
+    n_round = 0
+    for i in range(kind.shape[0]):
+        n_round += kind[i] == ROUND
+    cones, cone_t = np.empty(n_round, dtype=np.int64), np.empty(n_round, dtype=np.int64)
+    r = 0
+    for i in range(kind.shape[0]):
+        if kind[i] == ROUND:
+            cones[r], cone_t[r] = fric_row[i], t_var[i]
+            r += 1
+    return P, c, G, h, cones, cone_t
 
 
 def solve_island(data: IslandData) -> IslandSolution:
     """Solve one island's problem (module docstring) with ``conic_ipm.solve_contact_qp``."""
     n, k = len(data.b), len(data.phi_h)
     n_d = data.J_f.shape[1]
-    scales = _scales(data)
-    kind, slack = _structure(data)
-    p = _compact(data, scales, _pattern(data), kind, slack)
+    prepared = _prepared(data.Q, data.b, data.lower, data.upper, data.phi_h, data.J_n,
+                         data.J_t, data.J_f, data.friction, float(data.penalty), data.cone)
+    scale_v, scale_n, scale_f, kind, slack = prepared[:5]
+    p = prepared[5:]                  # _Compact's arrays, in its order, less kind and slack
     x, s, z, status, iterations = conic_ipm.solve_contact_qp(
-        p.Q, p.c_v, p.lower, p.upper, p.cptr, p.cols, p.Jn, p.Jt, p.Jf, p.h_n, p.kind, n_d,
-        p.w, p.slack, p.penalty)
+        *p[:10], kind, n_d, p[10], slack, p[11])
     if status != conic_ipm.OPTIMAL:
         return IslandSolution(None, np.zeros(k), np.zeros((k, 2 if data.cone == ROUND else n_d)),
                               np.zeros(k), conic_ipm.STATUS[status], iterations)
-    scale_v, scale_n, scale_f = scales
-    layout = conic_ipm.layout(kind, slack, n_d, n, data.lower, data.upper)
-    P, c, G, h, cones, cone_t = _dense(p, kind, n_d, layout)
+    layout, (P, c, G, h, cones, cone_t) = _dense_layout(*p, kind, slack, n_d, data.lower,
+                                                        data.upper)
     exact = polish(P, c, G, h, layout[7], cones, cone_t, x, s, z)
     if exact is not None:
         x, s, z = exact
-    normal_row, fric_row, s_var = layout[0], layout[2], layout[4]
-    normal = scale_n * z[normal_row]
-    width = 2 if data.cone == ROUND else n_d
-    friction = np.zeros((k, width))
-    for i in np.flatnonzero(kind != conic_ipm.NONE):
-        start = fric_row[i] + (1 if data.cone == ROUND else 0)
-        friction[i] = scale_f[i] * z[start:start + width]
-    sigma = np.where(s_var >= 0, x[np.maximum(s_var, 0)], 0.0) / scale_n
+    normal, friction, sigma = _impulses(x, z, kind, layout[0], layout[2], layout[4], scale_n,
+                                        scale_f, 2 if data.cone == ROUND else n_d,
+                                        data.cone == ROUND)
     return IslandSolution(scale_v * x[:n], normal, friction, sigma, "optimal", iterations,
                           ConicPoint(x, s, z, scale_v, scale_n, scale_f))
+
+
+@numba.njit(cache=True)
+def _impulses(x, z, kind, normal_row, fric_row, s_var, scale_n, scale_f, width, round_cone):
+    """Return the normal impulses, the friction impulses and the slacks of a solution."""
+    k = kind.shape[0]
+    normal, sigma = np.empty(k), np.empty(k)
+    friction = np.zeros((k, width))
+    for i in range(k):
+        normal[i] = scale_n[i] * z[normal_row[i]]
+        if kind[i] != conic_ipm.NONE:
+            start = fric_row[i] + (1 if round_cone else 0)
+            for j in range(width):
+                friction[i, j] = scale_f[i] * z[start + j]
+        sigma[i] = (x[s_var[i]] if s_var[i] >= 0 else 0.0) / scale_n[i]
+    return normal, friction, sigma
 
 
 # a row or cone is weakly active where the smaller of its s and z is at least this fraction of

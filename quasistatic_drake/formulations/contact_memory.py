@@ -57,18 +57,21 @@ class ContactMemory:
            asleep: frozenset = frozenset(),
            velocity: Optional[np.ndarray] = None) -> "ContactMemory":
         """Return the memory of ``contacts`` (those with known places) and their impulses."""
+        normal_impulse = np.asarray(normal_impulse, dtype=float)
+        impulse_W = np.asarray(impulse_W, dtype=float).reshape(-1, 3)
         if contacts.geometry_a is None:
-            keep = np.zeros(contacts.n_c, dtype=bool)
+            geometry, local_a, local_b = (np.zeros((0, 2), dtype=np.int64), np.zeros((0, 3)),
+                                          np.zeros((0, 3)))
+            normal_impulse, impulse_W = normal_impulse[:0].copy(), impulse_W[:0].copy()
         else:
-            keep = contacts.geometry_a >= 0
-        return ContactMemory(
-            geometry=(np.zeros((0, 2), dtype=np.int64) if not keep.any() else
-                      np.column_stack([contacts.geometry_a[keep], contacts.geometry_b[keep]])),
-            local_a=np.zeros((0, 3)) if not keep.any() else contacts.local_a[keep],
-            local_b=np.zeros((0, 3)) if not keep.any() else contacts.local_b[keep],
-            normal_impulse=np.asarray(normal_impulse, dtype=float)[keep],
-            impulse_W=np.asarray(impulse_W, dtype=float).reshape(-1, 3)[keep],
-            asleep=frozenset(asleep), velocity=velocity)
+            geometry, local_a, local_b, normal_impulse, impulse_W = _placed(
+                np.asarray(contacts.geometry_a, dtype=np.int64),
+                np.asarray(contacts.geometry_b, dtype=np.int64),
+                np.ascontiguousarray(contacts.local_a, dtype=float),
+                np.ascontiguousarray(contacts.local_b, dtype=float), normal_impulse, impulse_W)
+        return ContactMemory(geometry=geometry, local_a=local_a, local_b=local_b,
+                             normal_impulse=normal_impulse, impulse_W=impulse_W,
+                             asleep=frozenset(asleep), velocity=velocity)
 
     def __deepcopy__(self, memo) -> "ContactMemory":
         """Share instead of copy: immutable, and Drake clones the plant's state every update."""
@@ -78,6 +81,21 @@ class ContactMemory:
     def size(self) -> int:
         """Return how many contacts are remembered."""
         return len(self.normal_impulse)
+
+
+@numba.njit(cache=True)
+def _placed(geometry_a, geometry_b, local_a, local_b, normal_impulse, impulse_W):
+    """Return ``ContactMemory.of``'s arrays of the contacts with known places (geometry >= 0)."""
+    keep = np.flatnonzero(geometry_a >= 0)
+    geometry = np.empty((keep.shape[0], 2), dtype=np.int64)
+    a, b = np.empty((keep.shape[0], 3)), np.empty((keep.shape[0], 3))
+    normal, impulse = np.empty(keep.shape[0]), np.empty((keep.shape[0], 3))
+    for k in range(keep.shape[0]):
+        i = keep[k]
+        geometry[k, 0], geometry[k, 1] = geometry_a[i], geometry_b[i]
+        a[k], b[k], impulse[k] = local_a[i], local_b[i], impulse_W[i]
+        normal[k] = normal_impulse[i]
+    return geometry, a, b, normal, impulse
 
 
 def recall(memory, contacts: ContactSet) -> np.ndarray:

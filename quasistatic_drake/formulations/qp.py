@@ -62,6 +62,7 @@ planners.  This module imports neither Drake nor ROS.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 from typing import Optional
@@ -206,6 +207,8 @@ class QpFormulation(Formulation):
         self.unit_of_v, self.object_units, self.robot_units = _units(facts)
         self.unit_names = facts.object_names + facts.robot_names
         self.unit_load = _unit_loads(facts)
+        self.fall = float(np.linalg.norm(facts.gravity)) * facts.h ** 2   # |g| h^2 [m]
+        self.object_idx = np.asarray(facts.object_v_idx, dtype=np.int64)
 
     # ----- the step -----------------------------------------------------------------------
     def solve(self, problem: StepProblem, contacts: ContactSet,
@@ -219,8 +222,8 @@ class QpFormulation(Formulation):
         friction = contacts.mu * lagged_impulses(contacts, warm_start, found)
         lower, upper = self._trust_bounds(problem)
         J_t = tangent_rows(contacts.J_f, contacts.n_c, contacts.n_d)
-        rows = np.abs(contacts.J_n) + np.abs(contacts.J_f).reshape(
-            contacts.n_c, contacts.n_d, self.facts.n_v).sum(axis=1)
+        rows = _contact_rows(np.ascontiguousarray(contacts.J_n, dtype=float),
+                             np.ascontiguousarray(contacts.J_f, dtype=float), contacts.n_d)
         islands = find_islands(self.unit_of_v, len(self.unit_names), self.robot_units, rows)
         n_v = self.facts.n_v
         v = np.zeros(n_v)
@@ -269,11 +272,14 @@ class QpFormulation(Formulation):
         """Return one island's problem (conic_step.py)."""
         ix, ic = island.v_idx, island.contacts
         J_f = contacts.J_f.reshape(contacts.n_c, contacts.n_d, self.facts.n_v)
+        Q, J_n, J_t_island, J_f_island = _island_rows(
+            cost.Q, np.ascontiguousarray(contacts.J_n), np.ascontiguousarray(J_t),
+            np.ascontiguousarray(J_f), np.asarray(ix, dtype=np.int64),
+            np.asarray(ic, dtype=np.int64))
         return IslandData(
-            Q=cost.Q[np.ix_(ix, ix)], b=cost.b[ix], lower=lower[ix], upper=upper[ix],
-            phi_h=contacts.phi[ic] / self.facts.h, J_n=contacts.J_n[np.ix_(ic, ix)],
-            J_t=J_t[ic][:, :, ix], J_f=J_f[ic][:, :, ix], friction=friction[ic],
-            cone=self.cone,
+            Q=Q, b=cost.b[ix], lower=lower[ix], upper=upper[ix],
+            phi_h=contacts.phi[ic] / self.facts.h, J_n=J_n, J_t=J_t_island, J_f=J_f_island,
+            friction=friction[ic], cone=self.cone,
             penalty=RECOVERY_PRICE * (float(np.sum(self.unit_load[island.units])) + 1e-3))
 
     def _islands_data(self, problem: StepProblem, contacts: ContactSet, friction: np.ndarray,
@@ -289,14 +295,13 @@ class QpFormulation(Formulation):
     def _impulses_W(contacts: ContactSet, ic: np.ndarray,
                     answer: IslandSolution) -> np.ndarray:
         """Return each contact's impulse on B by A in the world: lambda n + friction."""
-        n = contacts.normal_W[ic]
-        impulse = answer.normal[:, None] * n
         if answer.friction.shape[1] == 2:                  # round: along t1, t2 = n x t1
-            t1 = contacts.tangents_W[ic, 0]
-            impulse += answer.friction[:, :1] * t1 + answer.friction[:, 1:] * np.cross(n, t1)
-        else:                                              # pyramid: beta_j d_j
-            impulse += np.einsum("kj,kjx->kx", answer.friction, contacts.tangents_W[ic])
-        return impulse
+            return _round_impulses(contacts.normal_W, contacts.tangents_W,
+                                   np.asarray(ic, dtype=np.int64), answer.normal,
+                                   answer.friction)
+        impulse = answer.normal[:, None] * contacts.normal_W[ic]
+        impulse += np.einsum("kj,kjx->kx", answer.friction, contacts.tangents_W[ic])
+        return impulse                                     # pyramid: beta_j d_j
 
     def _sleeps(self, island, names: list, warm_start: Optional[ContactMemory],
                 problem: StepProblem) -> bool:
@@ -337,22 +342,18 @@ class QpFormulation(Formulation):
         facts = self.facts
         rho = max(TRUST_FRACTION * min(facts.detection_tolerance, 1.0),
                   TRUST_MARGIN * robot_sweep(problem, facts))
-        rho_shift = max(rho, float(np.linalg.norm(facts.gravity)) * facts.h ** 2)
+        rho_shift = max(rho, self.fall)
         lower, upper = problem.v_lower.copy(), problem.v_upper.copy()
         if not len(facts.object_v_idx):
             return lower, upper
-        shift = np.linalg.norm(problem.J_v, axis=1).max(axis=0, initial=0.0)
-        turn = (problem.body_radii[:, None]
-                * np.linalg.norm(problem.J_w, axis=1)).max(axis=0, initial=0.0)
-        with np.errstate(divide="ignore"):
-            limit = np.minimum(rho_shift / (facts.h * shift), rho / (facts.h * turn))
-        idx = facts.object_v_idx
-        if problem.tau_ext is not None:   # an applied force's motion from rest in a step
-            limit[idx] = np.maximum(limit[idx], facts.h * np.abs(problem.tau_ext[idx])
-                                    / np.diag(problem.M_u))
-        limit = limit * np.broadcast_to(problem.trust, limit.shape)   # the step's share
-        lower[idx] = np.maximum(lower[idx], -limit[idx])
-        upper[idx] = np.minimum(upper[idx], limit[idx])
+        trust = (np.full(facts.n_v, float(problem.trust)) if np.isscalar(problem.trust)
+                 else np.broadcast_to(np.asarray(problem.trust, dtype=float), (facts.n_v,)))
+        applied = np.zeros(facts.n_v)     # an applied force's speed from rest in a step
+        if problem.tau_ext is not None:
+            idx = self.object_idx
+            applied[idx] = facts.h * np.abs(problem.tau_ext[idx]) / np.diag(problem.M_u)
+        _trust_limits(problem.J_w, problem.J_v, problem.body_radii, rho, rho_shift, facts.h,
+                      trust, applied, self.object_idx, lower, upper)
         return lower, upper
 
     def _cost(self, problem: StepProblem) -> QpCost:
@@ -510,23 +511,115 @@ def lagged_impulses(contacts: ContactSet, memory: Optional[ContactMemory],
     has none.  An impulse at the solver's round-off (NO_IMPULSE of the
     largest) is none.
     """
-    impulses = np.zeros(contacts.n_c)
-    if memory is None or not memory.size or not contacts.n_c:
-        return impulses
-    known = found >= 0
-    last = np.where(known, memory.normal_impulse[np.maximum(found, 0)], 0.0)
-    loaded = known & (last > NO_IMPULSE * np.max(last, initial=0.0))
-    if not loaded.any():
-        return impulses
-    keys = contacts.pair_keys()
-    totals: dict = {}
-    counts: dict = {}
-    for i in np.flatnonzero(loaded):
-        totals[keys[i]] = totals.get(keys[i], 0.0) + last[i]
-        counts[keys[i]] = counts.get(keys[i], 0) + 1
-    for i in np.flatnonzero(loaded):
-        impulses[i] = totals[keys[i]] / counts[keys[i]]
-    return impulses
+    if (memory is None or not memory.size or not contacts.n_c
+            or contacts.geometry_a is None):       # (no places: every contact is new)
+        return np.zeros(contacts.n_c)
+    return _shared_evenly(np.asarray(contacts.geometry_a, dtype=np.int64),
+                          np.asarray(contacts.geometry_b, dtype=np.int64),
+                          np.asarray(found, dtype=np.int64),
+                          np.asarray(memory.normal_impulse, dtype=float))
+
+
+@numba.njit(cache=True)
+def _shared_evenly(geometry_a, geometry_b, found, remembered):
+    """Return each loaded contact's share of its geometry pair's last impulses, else 0."""
+    last = np.zeros(found.shape[0])
+    top = 0.0
+    for i in range(found.shape[0]):
+        if found[i] >= 0:
+            last[i] = remembered[found[i]]
+            top = max(top, last[i])
+    loaded = np.zeros(found.shape[0], dtype=np.bool_)
+    for i in range(found.shape[0]):
+        loaded[i] = found[i] >= 0 and last[i] > NO_IMPULSE * top
+    out = np.zeros(last.shape[0])
+    for i in range(last.shape[0]):
+        if not loaded[i]:
+            continue
+        a, b = min(geometry_a[i], geometry_b[i]), max(geometry_a[i], geometry_b[i])
+        total, count = 0.0, 0
+        for j in range(last.shape[0]):        # the pair's loaded contacts, in order
+            if (loaded[j] and min(geometry_a[j], geometry_b[j]) == a
+                    and max(geometry_a[j], geometry_b[j]) == b):
+                total += last[j]
+                count += 1
+        out[i] = total / count
+    return out
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _trust_limits(J_w, J_v, radii, rho, rho_shift, h, trust, applied, idx, lower, upper):
+    """
+    Bound the objects' velocities ``idx`` in lower and upper by the trust region (in place).
+
+    Velocity j may move a body's origin by h |J_v,bj| |v_j| <= rho_shift and
+    turn its points by h R_b |J_w,bj| |v_j| <= rho (``_trust_bounds``), or
+    reach ``applied[j]``, the speed an applied force gives it from rest, times
+    its share trust_j.
+    """
+    for k in range(idx.shape[0]):
+        j = idx[k]
+        shift, turn = 0.0, 0.0
+        for b in range(J_v.shape[0]):
+            shift = max(shift, math.sqrt(J_v[b, 0, j] * J_v[b, 0, j] + J_v[b, 1, j] * J_v[b, 1, j]
+                                         + J_v[b, 2, j] * J_v[b, 2, j]))
+            turn = max(turn, radii[b] * math.sqrt(J_w[b, 0, j] * J_w[b, 0, j]
+                                                  + J_w[b, 1, j] * J_w[b, 1, j]
+                                                  + J_w[b, 2, j] * J_w[b, 2, j]))
+        by_shift, by_turn = rho_shift / (h * shift), rho / (h * turn)
+        limit = by_shift if by_shift <= by_turn else by_turn
+        limit = (limit if limit >= applied[j] else applied[j]) * trust[j]
+        if not lower[j] >= -limit:
+            lower[j] = -limit
+        if not upper[j] <= limit:
+            upper[j] = limit
+
+
+@numba.njit(cache=True)
+def _contact_rows(J_n, J_f, n_d):
+    """Return |J_n| + sum_j |J_f,j| per contact (n_c x n_v): the velocities each one moves."""
+    rows = np.empty(J_n.shape)
+    for i in range(J_n.shape[0]):
+        for v in range(J_n.shape[1]):
+            tangent = abs(J_f[i * n_d, v])
+            for j in range(1, n_d):
+                tangent += abs(J_f[i * n_d + j, v])
+            rows[i, v] = abs(J_n[i, v]) + tangent
+    return rows
+
+
+@numba.njit(cache=True)
+def _island_rows(Q, J_n, J_t, J_f, ix, ic):
+    """Return Q[ix, ix], J_n[ic, ix], J_t[ic, :, ix] and J_f[ic, :, ix] (one island's)."""
+    n, k = ix.shape[0], ic.shape[0]
+    Q_i = np.empty((n, n))
+    for a in range(n):
+        for b in range(n):
+            Q_i[a, b] = Q[ix[a], ix[b]]
+    J_n_i = np.empty((k, n))
+    J_t_i = np.empty((k, J_t.shape[1], n))
+    J_f_i = np.empty((k, J_f.shape[1], n))
+    for a in range(k):
+        for b in range(n):
+            J_n_i[a, b] = J_n[ic[a], ix[b]]
+            for d in range(J_t.shape[1]):
+                J_t_i[a, d, b] = J_t[ic[a], d, ix[b]]
+            for d in range(J_f.shape[1]):
+                J_f_i[a, d, b] = J_f[ic[a], d, ix[b]]
+    return Q_i, J_n_i, J_t_i, J_f_i
+
+
+@numba.njit(cache=True)
+def _round_impulses(normal_W, tangents_W, ic, normal, friction):
+    """Return the impulses lambda n + f_1 t1 + f_2 (n x t1) of the contacts ``ic`` [N s]."""
+    out = np.empty((ic.shape[0], 3))
+    for a in range(ic.shape[0]):
+        n, t1 = normal_W[ic[a]], tangents_W[ic[a], 0]
+        t2 = np.array([n[1] * t1[2] - n[2] * t1[1], n[2] * t1[0] - n[0] * t1[2],
+                       n[0] * t1[1] - n[1] * t1[0]])
+        for x in range(3):
+            out[a, x] = normal[a] * n[x] + (friction[a, 0] * t1[x] + friction[a, 1] * t2[x])
+    return out
 
 
 def robot_sweep(problem: StepProblem, facts: ModelFacts) -> float:
@@ -540,13 +633,28 @@ def robot_sweep(problem: StepProblem, facts: ModelFacts) -> float:
     """
     if not len(facts.robot_v_idx):
         return 0.0
-    dq = np.zeros(facts.n_v)
-    idx = facts.robot_v_idx
-    dq[idx] = np.clip(spring_reference(problem, facts.h) - problem.q_a,
-                      facts.h * problem.v_lower[idx], facts.h * problem.v_upper[idx])
-    shift, turn = body_motions(problem.J_w, problem.J_v, problem.body_radii, dq / facts.h,
-                               facts.h)
-    return float(np.max(np.linalg.norm(shift, axis=1) + turn, initial=0.0))
+    return _robot_sweep(problem.J_w, problem.J_v, problem.body_radii,
+                        spring_reference(problem, facts.h) - problem.q_a, problem.v_lower,
+                        problem.v_upper, np.asarray(facts.robot_v_idx, dtype=np.int64),
+                        facts.h)
+
+
+@numba.njit(cache=True)
+def _robot_sweep(J_w, J_v, radii, lead, v_lower, v_upper, idx, h):
+    """Return ``robot_sweep`` of the references' lead, clipped to h times the velocity bounds."""
+    dq = np.zeros(J_w.shape[2])
+    for k in range(idx.shape[0]):
+        j = idx[k]
+        low, high = h * v_lower[j], h * v_upper[j]
+        value = lead[k] if lead[k] > low or np.isnan(lead[k]) else low    # numpy's clip
+        dq[j] = value if value < high or np.isnan(value) else high
+    shift, turn = body_motions(J_w, J_v, radii, dq / h, h)
+    sweep = 0.0
+    for b in range(turn.shape[0]):
+        reach = math.sqrt(shift[b, 0] * shift[b, 0] + shift[b, 1] * shift[b, 1]
+                          + shift[b, 2] * shift[b, 2]) + turn[b]
+        sweep = max(sweep, reach)
+    return sweep
 
 
 def _units(facts: ModelFacts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
