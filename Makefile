@@ -1,17 +1,19 @@
 # quasistatic_drake: set-up, tests and demo (GNU make).
 #
-#   make test     set everything up (first run ~1-2 min), then run pytest
-#   make demo     set everything up, then run the arm pick-and-place demo in Meshcat
-#                 (`quasistatic-drake demo`; replay saved to out/pick_and_place.html)
+#   make demo     set up the library and the demo only (requirements.txt: no apt, no
+#                 browser, no ROS, no Ray; about a minute), then run the arm
+#                 pick-and-place demo in Meshcat (replay saved to out/pick_and_place.html)
+#   make test     set everything up (requirements-dev.txt too, Debian packages, Chromium,
+#                 the generated tf2_msgs; first run a few minutes), then run pytest
 #   make lint     flake8 + pep257 + xmllint/package.xml tests only
 #   make clean    remove .venv and the build dirs
 #
 # Set-up installs Debian packages (system-deps; browser-deps: Chromium for the
 # real-browser Meshcat tests, skipped with QD_SKIP_BROWSER=1) only when their
-# programs are missing.  Each venv step writes a stamp file in $(VENV)/.stamps
-# named after a hash of its inputs, so a second run calls neither apt, pip nor
-# cmake: it prints "up to date, skipping" per step.  Editing an input (e.g.
-# requirements.txt) re-runs that step only.  `make clean` starts over.
+# programs are missing, and only for test and lint.  Each venv step writes a stamp
+# file in .venv/.stamps named after a hash of its inputs, so a second run calls
+# neither apt, pip nor cmake: it prints "up to date, skipping" per step.  Editing an
+# input (e.g. requirements.txt) re-runs that step only.  `make clean` starts over.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -36,7 +38,8 @@ hash = $(shell sha256sum $(1) 2>/dev/null | sha256sum | cut -c1-16)
 files = $(shell find $(1) -type f -not -name '*.pyc' 2>/dev/null | LC_ALL=C sort)
 
 REQ_HASH := $(call hash,requirements.txt)
-TF2_INPUTS := requirements.txt requirements-build.txt tools/build_tf2_msgs.sh \
+DEV_HASH := $(call hash,requirements.txt requirements-dev.txt)
+TF2_INPUTS := requirements-dev.txt requirements-build.txt tools/build_tf2_msgs.sh \
 	$(call files,tools/tf2_msgs)
 TF2_HASH := $(call hash,$(TF2_INPUTS))
 # Editable install: Python sources need no re-install, only the metadata.
@@ -46,15 +49,19 @@ DEVELOP_INPUTS := setup.py setup.cfg package.xml
 DEVELOP_HASH := $(call hash,$(DEVELOP_INPUTS))
 
 REQ_STAMP := $(STAMPS)/requirements-$(REQ_HASH)
+DEV_STAMP := $(STAMPS)/requirements-dev-$(DEV_HASH)
 TF2_STAMP := $(STAMPS)/tf2_msgs-$(TF2_HASH)
 DEVELOP_STAMP := $(STAMPS)/develop-$(DEVELOP_HASH)
 
-.PHONY: help setup system-deps browser-deps venv deps tf2-msgs develop demo test lint clean
+.PHONY: help setup setup-demo system-deps browser-deps venv deps dev-deps tf2-msgs develop \
+	demo test lint clean
 
 help:
 	@sed -n '2,/^$$/p' Makefile | sed 's/^# \{0,1\}//'
 
-setup: system-deps browser-deps venv deps tf2-msgs develop
+# Everything (make test); the library and the demo only (make demo).
+setup: system-deps browser-deps venv deps dev-deps tf2-msgs develop
+setup-demo: venv deps develop
 
 # Shell snippet for the apt steps: install the Debian packages named in
 # $$missing as root or with password-less sudo (non-interactive), else say how
@@ -124,16 +131,26 @@ venv:
 	fi; \
 	mkdir -p "$(STAMPS)"
 
+# requirements.txt is complete (every package pinned): --no-deps installs exactly it.
 deps: venv
 	@if [ -f "$(REQ_STAMP)" ]; then \
 	  echo "deps: requirements.txt ($(REQ_HASH)) up to date, skipping"; \
 	else \
 	  echo "deps: installing requirements.txt into $(VENV)"; \
-	  $(PIP_INSTALL) -r requirements.txt; \
-	  rm -f "$(STAMPS)"/requirements-*; touch "$(REQ_STAMP)"; \
+	  $(PIP_INSTALL) --no-deps -r requirements.txt; \
+	  rm -f "$(STAMPS)"/requirements-[0-9a-f]*; touch "$(REQ_STAMP)"; \
 	fi
 
-tf2-msgs: system-deps deps
+dev-deps: deps
+	@if [ -f "$(DEV_STAMP)" ]; then \
+	  echo "dev-deps: requirements-dev.txt ($(DEV_HASH)) up to date, skipping"; \
+	else \
+	  echo "dev-deps: installing requirements-dev.txt into $(VENV)"; \
+	  $(PIP_INSTALL) -r requirements.txt -r requirements-dev.txt; \
+	  rm -f "$(STAMPS)"/requirements-dev-*; touch "$(DEV_STAMP)"; \
+	fi
+
+tf2-msgs: system-deps dev-deps
 	@if [ -f "$(TF2_STAMP)" ]; then \
 	  echo "tf2-msgs: tf2_msgs ($(TF2_HASH)) up to date, skipping"; \
 	else \
@@ -155,7 +172,7 @@ develop: venv
 # the run is saved as a self-contained replay.  DEMO_ARGS="--no-meshcat" runs headless
 # (the replay is still saved; DEMO_HTML= drops it).
 DEMO_HTML ?= out/pick_and_place.html
-demo: setup
+demo: setup-demo
 	$(VENV)/bin/quasistatic-drake demo $(if $(DEMO_HTML),--html $(DEMO_HTML)) $(DEMO_ARGS)
 
 test: setup
@@ -163,7 +180,7 @@ test: setup
 
 # Linters only (no tf2_msgs build needed): ament_flake8, ament_pep257,
 # xmllint and the package.xml checks.
-lint: system-deps deps
+lint: system-deps dev-deps
 	$(VPY) -m pytest -q test/test_flake8.py test/test_pep257.py test/test_xmllint.py \
 	  $(PYTEST_ARGS)
 

@@ -58,7 +58,7 @@ setup(
     entry_points={
         'console_scripts': [
             'quasistatic-drake = quasistatic_drake.apps.cli:main',
-            'quasistatic-drake-node = quasistatic_drake.ros.node:main',
+            'quasistatic-drake-node = quasistatic_drake.ros.entry:main',
         ],
     },
 )

@@ -157,8 +157,12 @@ def test_the_console_command_writes_the_binding_keys(tmp_path):
     """`quasistatic-drake paper-bvp --json --png` writes what the issue binds."""
     import json
     from quasistatic_drake.apps.cli import main
-    assert main(['paper-bvp', '--json', str(tmp_path / 'b.json'),
-                 '--png', str(tmp_path / 'b.png')]) == 0
+    import contextlib
+    import io
+    with contextlib.redirect_stderr(io.StringIO()) as stderr:
+        assert main(['paper-bvp', '--json', str(tmp_path / 'b.json'),
+                     '--png', str(tmp_path / 'b.png')]) == 0
+    assert 'paper-bvp: 4/4 stages' in stderr.getvalue()            # issue 32: progress
     summary = json.loads((tmp_path / 'b.json').read_text())
     disk, ball = summary['disk'], summary['ball']
     assert {'v0', 'tau'} <= set(disk['analytic'])

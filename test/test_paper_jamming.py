@@ -8,6 +8,8 @@ peg inserted (Fig. 4, bottom), Fig. 2's square (Thm 3), and the agreement of
 the hand-built and Drake paths.
 """
 
+import contextlib
+import io
 import json
 
 import numpy as np
@@ -22,10 +24,17 @@ from quasistatic_drake.apps.cli import main
 def summary(tmp_path_factory):
     """Run the console command once; return its JSON."""
     out = tmp_path_factory.mktemp('jamming')
-    assert main(['paper-jamming', '--quick', '--json', str(out / 'j.json'),
-                 '--png', str(out / 'j.png')]) == 0
+    with contextlib.redirect_stderr(io.StringIO()) as stderr:
+        assert main(['paper-jamming', '--quick', '--json', str(out / 'j.json'),
+                     '--png', str(out / 'j.png')]) == 0
     assert (out / 'j.png').stat().st_size > 50_000
-    return json.loads((out / 'j.json').read_text())
+    return {**json.loads((out / 'j.json').read_text()), '_stderr': stderr.getvalue()}
+
+
+def test_a_progress_bar_shows_each_stage(summary):
+    """Issue 32: a long run was silent; stderr now shows each stage as it starts."""
+    assert 'paper-jamming: 7/7 stages' in summary['_stderr']
+    assert 'peg-in-hole' in summary['_stderr']
 
 
 def test_the_binding_keys(summary):

@@ -162,6 +162,9 @@ def test_demo_argument_errors_are_clear(tmp_path):
     bad = subprocess.run([str(CONSOLE_SCRIPT), 'demo', '--no-meshcat', '--object', 'teapot'],
                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "teapot" in bad.stderr and 'cylinder' in bad.stderr
+    lcp = subprocess.run([str(CONSOLE_SCRIPT), 'demo', '--formulation', 'lcp'],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert lcp.returncode == 2 and "invalid choice: 'lcp'" in lcp.stderr   # it always failed
     rate = subprocess.run([str(CONSOLE_SCRIPT), 'demo', '--realtime-rate', '-1'],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert rate.returncode == 2 and 'must be a number >= 0' in rate.stderr

@@ -1,5 +1,7 @@
 """`quasistatic-drake plan`: the disk push (LCP) and the box turn (QP), solved through the step."""
 
+import contextlib
+import io
 import json
 
 import pytest
@@ -12,8 +14,15 @@ from quasistatic_drake.apps.plan import DISK_ANALYTIC_SPEED
 def summary(tmp_path_factory):
     """Run the console command once; return its JSON."""
     path = tmp_path_factory.mktemp('plan') / 'plan.json'
-    assert main(['plan', '--json', str(path)]) == 0
-    return json.loads(path.read_text())
+    with contextlib.redirect_stderr(io.StringIO()) as stderr:
+        assert main(['plan', '--json', str(path)]) == 0
+    return {**json.loads(path.read_text()), '_stderr': stderr.getvalue()}
+
+
+def test_a_progress_bar_shows_each_stage(summary):
+    """Issue 32: plan printed nothing for minutes; stderr now shows each stage as it starts."""
+    assert 'plan: 0/4 stages' in summary['_stderr'] and 'plan: 4/4 stages' in summary['_stderr']
+    assert '20 degrees (qp): finite differences' in summary['_stderr']
 
 
 def test_the_binding_keys(summary):

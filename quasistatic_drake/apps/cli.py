@@ -26,6 +26,7 @@ Subcommands:
 from __future__ import annotations
 
 import argparse
+from contextlib import contextmanager
 import json
 import sys
 from pathlib import Path
@@ -38,6 +39,7 @@ from quasistatic_drake.apps import convert_qsim, paper_2d, rollouts
 from quasistatic_drake.apps.arguments import at_most, non_negative, output_file, positive
 from quasistatic_drake.inputs import MAX_COMMAND
 from quasistatic_drake.meshcat_server import make_meshcat
+from quasistatic_drake.optional import is_optional, missing_message
 from quasistatic_drake.shapes import KIND_NAMES
 from quasistatic_drake.paths import package_share_dir
 from quasistatic_drake.apps.pick_and_place import PickPlaceTask, StepRecord, run_pick_and_place
@@ -57,6 +59,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return args.run(args)
     except (ScenarioError, CommandError, SolverLimitExceeded) as err:
         print(f'error: {err}', file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as err:
+        if not is_optional(err.name or ''):
+            raise
+        print(f'error: {missing_message(err.name)}', file=sys.stderr)
         return 2
 
 
@@ -88,8 +95,9 @@ def _parser() -> argparse.ArgumentParser:
                            'and fully closed [m]; repeat it for each finger (the list replaces '
                            "the scenario's; without it or the key: the WSG's two fingers, "
                            'open 0.05, closed 0)')
-    demo.add_argument('--formulation', choices=registry.names(),
-                      help="override the scenario's formulation")
+    demo.add_argument('--formulation', choices=[n for n in registry.names() if n != 'lcp'],
+                      help="override the scenario's formulation (not lcp: Halm & Posa's LCP "
+                           'is planar, and the arm moves in 3D)')
     demo.add_argument('--no-meshcat', action='store_true', help='run headless')
     demo.add_argument('--meshcat-host', default='localhost',
                       help="the interface Meshcat listens on (default localhost: this machine "
@@ -272,6 +280,28 @@ class _PhasePrinter:
             self._row(self.last)
 
 
+@contextmanager
+def _stage_bar(stages: int, name: str):
+    """
+    Yield ``progress(stage)``: a progress bar on stderr, one tick as each stage starts.
+
+    The bar shows the stage running and the time so far; stdout keeps the results.
+    """
+    from tqdm import tqdm
+    with tqdm(total=stages, file=sys.stderr, desc=name, unit='stage',
+              bar_format='{desc}: {n_fmt}/{total_fmt} stages, {elapsed}{postfix}') as bar:
+        started = []
+
+        def progress(stage: str) -> None:
+            if started:
+                bar.update(1)
+            started.append(stage)
+            bar.set_postfix_str(stage)
+        yield progress
+        if started:
+            bar.update(1)
+
+
 def _write_json(path: Path, summary: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(summary, indent=2))
@@ -318,7 +348,9 @@ def run_paper_2d(args) -> int:
 def run_paper_jamming(args) -> int:
     """Reproduce Halm & Posa, Sec. 6, and print the figures against the paper's claims."""
     from quasistatic_drake.apps import paper_jamming
-    summary = paper_jamming.reproduce(quick=args.quick, backend=args.backend)
+    with _stage_bar(paper_jamming.stages(), 'paper-jamming') as progress:
+        summary = paper_jamming.reproduce(quick=args.quick, backend=args.backend,
+                                          progress=progress)
     print(f"Halm & Posa, Sec. 6, finite-feedback LCP ({args.backend}):")
     for case, block in summary['push'].items():
         print(f"  {case} push: e ~ c^{block['slope_high_gain']:.3f} for c <= 2^-8 (paper: "
@@ -346,7 +378,8 @@ def run_paper_jamming(args) -> int:
 def run_paper_bvp(args) -> int:
     """Reproduce Song, Kumar & Pang, Sec. IV-A, and print the figures against the paper's."""
     from quasistatic_drake.apps import paper_bvp
-    summary = paper_bvp.reproduce()
+    with _stage_bar(paper_bvp.STAGES, 'paper-bvp') as progress:
+        summary = paper_bvp.reproduce(progress)
     disk, ball = summary['disk'], summary['ball']
     print("Song, Kumar & Pang, Sec. IV-A:")
     print(f"  disk, closed form: v0 = {disk['analytic']['v0']:.4f} m/s, tau = "
@@ -371,7 +404,8 @@ def run_paper_bvp(args) -> int:
 def run_plan(args) -> int:
     """Solve the planning problems of apps/plan.py and print how each went."""
     from quasistatic_drake.apps import plan
-    summary = plan.run()
+    with _stage_bar(plan.STAGES, 'plan') as progress:
+        summary = plan.run(progress)
     print("Boundary-value problems through the step (Song, Kumar & Pang), by shooting:")
     for row in summary['problems']:
         error = ', '.join(f'{k} {v:.2e}' for k, v in row['terminal_error'].items())

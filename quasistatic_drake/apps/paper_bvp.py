@@ -61,7 +61,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from scipy.optimize import brentq
@@ -390,14 +390,21 @@ def ball_bvp(target: Sequence[float], cone: bool = True, guess=(1.0, 0.0),
     return u
 
 
-def reproduce() -> dict:
+STAGES = 4    # the calls of reproduce()'s ``progress``
+
+
+def reproduce(progress: Callable[[str], None] = lambda stage: None) -> dict:
     """Run every case of Sec. IV-A and return the summary (JSON-serialisable)."""
     d = Disk()
+    progress("disk")
     v0_a, tau = disk_analytic(d)
     v0_bvp = disk_shoot(d, 21)
     run = disk_rollout(d, v0_bvp, 21)
+    progress("disk as one MILP")
     v0_sim, solver = disk_simultaneous(d, 21)
+    progress("disk convergence")
     convergence = [dict(N=n, v0=disk_shoot(d, n)) for n in CONVERGENCE_N]
+    progress("ball")
     cone, box = ball_ivp(cone=True), ball_ivp(cone=False)
     cone_d = cone.p[-1] - cone.p[0]
     far = np.array([1.0, -0.1])

@@ -33,7 +33,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 import yaml
@@ -343,17 +343,28 @@ def hand_vs_drake(push_runs: dict, wall_runs: dict, cs: tuple[float, ...]) -> di
     return {"max": worst, "per_case": per_case, "c": [0.0, *cs]}
 
 
-def reproduce(quick: bool = False, backend: str = "lemke") -> dict:
+def stages() -> int:
+    """Return how many times reproduce() calls its ``progress``."""
+    return len(PUSHES) + 4
+
+
+def reproduce(quick: bool = False, backend: str = "lemke",
+              progress: Callable[[str], None] = lambda stage: None) -> dict:
     """Run every case of Sec. 6; return the binding JSON summary (module docstring)."""
     start = time.perf_counter()
     push_ns, wall_ns = (QUICK_PUSH_N, QUICK_WALL_N) if quick else (PUSH_N, WALL_N)
     summary: dict = {"push": {}}
     push_runs = {}
     for case in PUSHES:
+        progress(f"{case} push")
         summary["push"][case], push_runs[case] = push_sweep(case, push_ns, backend)
+    progress("wall")
     summary["wall"], wall_runs = wall_sweep(wall_ns, backend)
+    progress("peg-in-hole")
     summary["peg_in_hole"], peg_run = peg_in_hole(backend)
+    progress("square")
     summary["square"] = square(backend)
+    progress("hand-built vs Drake")
     compared = (gain(2), gain(6), gain(10), gain(14))
     agreement = hand_vs_drake(push_runs, wall_runs, compared)
     summary["hand_vs_drake_max_dq"] = agreement["max"]

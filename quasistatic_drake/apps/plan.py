@@ -95,12 +95,14 @@ def planar_pose(q: np.ndarray, box_q_idx: np.ndarray) -> np.ndarray:
     return np.array([q[box_q_idx[4]], q[box_q_idx[5]], yaw])
 
 
-def solve(problem: Problem) -> dict:
+def solve(problem: Problem, progress: Callable[[str], None] = lambda stage: None) -> dict:
     """Solve with the step gradients, then with finite differences; return the JSON row."""
     q0 = problem.sim.default_positions()
     args = (problem.sim, q0, [problem.robot], problem.commands, problem.terminal,
             problem.theta0)
+    progress(f"{problem.name}: step gradients")
     plan = solve_bvp(*args, bounds=problem.bounds)
+    progress(f"{problem.name}: finite differences")
     start = time.perf_counter()
     fd = solve_bvp(*args, bounds=problem.bounds, finite_differences=True)
     fd_time = time.perf_counter() - start
@@ -114,7 +116,10 @@ def solve(problem: Problem) -> dict:
             "failed_steps": plan.shot.failed_steps}
 
 
-def run() -> dict:
-    """Solve both problems; return the binding JSON (``problems``)."""
-    return {"problems": [solve(disk_problem()), solve(box_problem())],
+STAGES = 4    # the calls of run()'s ``progress``: two problems, two methods each
+
+
+def run(progress: Callable[[str], None] = lambda stage: None) -> dict:
+    """Solve both problems; return the binding JSON (``problems``); ``progress`` per stage."""
+    return {"problems": [solve(disk_problem(), progress), solve(box_problem(), progress)],
             "disk_analytic_speed": DISK_ANALYTIC_SPEED}

@@ -185,8 +185,8 @@ def _ray(workers: Optional[int], address: Optional[str]):
     try:
         import ray
     except ImportError:
-        raise BatchError("backend 'ray' needs Ray (pip install ray==2.60.0, as in "
-                         "requirements.txt), or choose backend 'process'.") from None
+        raise BatchError("backend 'ray' needs Ray (pip install -r requirements-dev.txt, "
+                         "which pins it), or choose backend 'process'.") from None
     if ray.is_initialized():
         current = ray.get_runtime_context().gcs_address
         if address is not None and not _same_ray(ray, address, current):
