@@ -130,6 +130,7 @@ def test_task_block_keys_are_checked(scenario, tmp_path):
     bad = tmp_path / 'bad.yaml'
     bad.write_text(f'include: {DIRECTIVES_SCENE}\ntask: {{grip: gripper}}\n')
     with pytest.raises(ScenarioError, match=r"bad.yaml: task: unknown key\(s\) \['grip'\]. "
+                                            r"Did you mean 'gripper' for 'grip'\? "
                                             r"Allowed keys: \[.*'gripper'"):
         PickPlaceTask.from_scenario(Scenario.from_yaml(bad))
     cases = [
