@@ -46,7 +46,8 @@ N while the object is off the table.  A step whose runtime reached
 
     .venv/bin/python benchmarks/miqp_runtime.py [--objects cylinder rounded_box]
         [--backends gurobi daqp] [--replay-backends gurobi scip daqp]
-        [--replay-every 10] [--scip-steps 400] [--time-step 0.005] [--duration 12]
+        [--replay-every 10] [--scip-steps 400] [--other-steps N] [--other-time-limit S]
+        [--time-step 0.005] [--duration 12]
         [--json benchmarks/results/miqp_runtime.json]
         [--png benchmarks/results/miqp_runtime.png] [--delayed] [--max-steps N]
         [--points-per-pair K] [--no-least-force]
@@ -280,6 +281,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='replay every k-th MIQP of the reference run')
     parser.add_argument('--scip-steps', type=int, default=400,
                         help='closed-loop steps of SCIP (0: all; 0.5 to 2 s per held step)')
+    parser.add_argument('--other-steps', type=int, default=0,
+                        help='closed-loop steps of the backends after the first (0: all)')
+    parser.add_argument('--other-time-limit', type=float, default=0.0,
+                        help='miqp.time_limit of the backends after the first (0: --time-limit)')
     parser.add_argument('--delayed', action='store_true',
                         help='the one-step-delayed lower bound of Sec. V-B')
     parser.add_argument('--time-limit', type=float, default=BenchSettings.time_limit,
@@ -294,6 +299,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     unknown = [o for o in args.objects if o not in SCENES]
     if unknown:
         parser.error(f'--objects: unknown {unknown}; choose from {sorted(SCENES)}.')
+    if args.other_steps < 0 or args.other_time_limit < 0:
+        parser.error('--other-steps and --other-time-limit: must be 0 or positive.')
     for name in ('time_step', 'duration', 'tolerance', 'time_limit'):
         if not getattr(args, name) > 0:
             parser.error(f"--{name.replace('_', '-')}: must be positive, got "
@@ -328,8 +335,14 @@ def main(argv=None) -> int:
         reference = None
         for backend in args.backends:
             cap = args.scip_steps if backend == 'scip' else 0
+            run = settings
+            if reference is not None:
+                cap = min(c for c in (cap, args.other_steps) if c > 0) if (
+                    cap or args.other_steps) else 0
+                if args.other_time_limit > 0:
+                    run = replace(settings, time_limit=args.other_time_limit)
             try:
-                row = run_object(name, settings, backend, max_steps=cap,
+                row = run_object(name, run, backend, max_steps=cap,
                                  record=reference is None)
             except MiqpTooLarge as err:
                 print(f'{name}, {backend}: {err}', file=sys.stderr)
