@@ -22,29 +22,45 @@ demo's scenario, and why:
   restricted pip licence of Gurobi (200 variables with a quadratic
   objective).
 
-Per step it records the solver's runtime (``StepResult.diagnostics.solve_time``: both
-stages of the MIQP, the least-force stage included), the whole engine step
-(wall clock) and the binaries N = 2 n_c + n_c n_d.  ``binaries`` in the table
-is the largest N of the run, ``held`` the median N while the object is off
-the table.  A step whose runtime reached ``miqp.time_limit`` is counted in
-``time_limit_steps``: Gurobi stopped before proving optimality, and the step
-took its best incumbent.
+Two measurements per object:
+
+* **Closed loop**, per backend of ``--backends``: the whole task, each
+  backend driving its own trajectory.  Per MIQP (one engine step's solves,
+  both stages of the MIQP, the least-force stage included) the thread CPU
+  time of the backend's ``solve`` calls (model building included; CPU, not
+  wall time: the host is shared), the solver's own runtime (Gurobi's
+  ``Runtime`` is wall time), the branch-and-bound nodes and the binaries
+  N = 2 n_c + n_c n_d; failed steps, the lift and the placement error, and
+  the placement's distance to the first backend's (Gurobi's).  SCIP takes
+  0.5 to 2 s per held step, so ``--closed-loop-max-steps`` caps each run
+  (``--scip-steps`` for SCIP alone).
+* **Replay**: every ``--replay-every``-th MIQP of the first backend's run
+  (the same eq. 23 data and MIP start) solved by each backend of
+  ``--replay-backends``: CPU time per MIQP, and the largest difference of
+  x = Delta q (velocity coordinates: m and rad) to the first backend's
+  solution where both succeed.
+
+``binaries`` in the table is the largest N of the run, ``held`` the median
+N while the object is off the table.  A step whose runtime reached
+``miqp.time_limit`` is counted in ``time_limit_steps``.
 
     .venv/bin/python benchmarks/miqp_runtime.py [--objects cylinder rounded_box]
-        [--time-step 0.005] [--duration 12] [--json out/miqp_runtime.json]
-        [--png out/miqp_runtime.png] [--backend gurobi|scip] [--delayed] [--max-steps N]
+        [--backends gurobi daqp] [--replay-backends gurobi scip daqp]
+        [--replay-every 10] [--scip-steps 400] [--other-steps N] [--other-time-limit S]
+        [--time-step 0.005] [--duration 12]
+        [--json benchmarks/results/miqp_runtime.json]
+        [--png benchmarks/results/miqp_runtime.png] [--delayed] [--max-steps N]
         [--points-per-pair K] [--no-least-force]
 
---json writes {"rows": [{"object", "binaries", "avg_ms", "worst_ms", "std_ms",
-"step_avg_ms", "lifted", ...}], "settings": {...}, "machine": {...}}.
+--json writes {"rows": [{"object", "backend", "binaries", "avg_ms", "worst_ms",
+"median_ms", "std_ms", "nodes_avg", "failed_steps", "place_error_m", ...}],
+"replay": [{"object", "backend", "avg_ms", "worst_ms", "median_ms", "failed",
+"max_dx_vs_reference"}], "settings": {...}, "machine": {...}}.
 """
 
 import argparse
 from dataclasses import dataclass, replace
-import json
-import os
 from pathlib import Path
-import platform
 import sys
 import time
 
@@ -52,9 +68,11 @@ import matplotlib
 import numpy as np
 
 from quasistatic_drake import QuasistaticSimulator, Scenario
-from quasistatic_drake.formulations.miqp_backends import MiqpTooLarge
+from quasistatic_drake.formulations.miqp_backends import BACKENDS, MiqpTooLarge
+from quasistatic_drake.formulations.miqp_data import MIQP_BACKENDS
 from quasistatic_drake.paths import package_share_dir
 from quasistatic_drake.apps.pick_and_place import PickPlaceTask, plan_pick_and_place
+from report import machine, write_json
 
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the Agg backend)
@@ -77,6 +95,7 @@ class BenchSettings:
     time_limit: float = 2.0
     max_steps: int = 0                   # > 0: stop after this many steps (smoke tests)
     least_force: bool = True             # the second, least-force solve (miqp.least_force)
+    replay_every: int = 10               # replay every k-th MIQP of the reference run
 
 
 def bench_scenario(path: Path, settings: BenchSettings) -> Scenario:
@@ -97,63 +116,127 @@ def scaled_task(duration: float) -> PickPlaceTask:
     return replace(task, durations={k: v * scale for k, v in task.durations.items()})
 
 
-def run_object(name: str, settings: BenchSettings) -> dict:
-    """Simulate the pick-and-place of one object; return its row of the table."""
+class TimedBackend:
+    """A backend whose ``solve`` calls are timed in thread CPU time and recorded."""
+
+    def __init__(self, backend, record: bool):
+        """Wrap ``backend``; with ``record``, keep every call's data, start and answer."""
+        self.backend, self.record = backend, record
+        self.cpu, self.calls = 0.0, []
+
+    def solve(self, data, settings, start=None):
+        """Solve with the wrapped backend, adding its thread CPU time to ``cpu``."""
+        begin = time.thread_time()
+        answer = self.backend.solve(data, settings, start=start)
+        self.cpu += time.thread_time() - begin
+        if self.record:
+            self.calls.append((data, settings, start, answer))
+        return answer
+
+
+def run_object(name: str, settings: BenchSettings, backend: str = 'gurobi',
+               max_steps: int = 0, record: bool = False) -> dict:
+    """Simulate the pick-and-place of one object with ``backend``; return its row."""
+    settings = replace(settings, backend=backend)
     scenario = bench_scenario(package_share_dir() / 'config' / SCENES[name], settings)
     engine = QuasistaticSimulator(scenario)
+    timed = TimedBackend(engine.formulation.backend, record)
+    engine.formulation.backend = timed
     task = scaled_task(settings.duration)
     plan, target, object_name = plan_pick_and_place(engine, task)
     q = engine.default_positions()
     z0 = engine.object_pose(q, object_name).translation()[2]
-    solve, step, binaries, heights, failures, added = [], [], [], [], 0, 0
+    cpu, solve, step, binaries, nodes, heights, failures, added = [], [], [], [], [], [], 0, 0
     q_ref = warm_start = None
-    steps = min(plan.steps, settings.max_steps) if settings.max_steps > 0 else plan.steps
+    limit = max_steps or settings.max_steps
+    steps = min(plan.steps, limit) if limit > 0 else plan.steps
     for k in range(steps):
         start = time.perf_counter()
+        before = timed.cpu
         start_state = engine.initial_state(q, q_ref=q_ref, warm_start=warm_start)
         result = engine.step(start_state, {task.robot: plan.velocities[k]})
         step.append(time.perf_counter() - start)
+        cpu.append(timed.cpu - before)
         solve.append(result.diagnostics.solve_time)
         solution = result.diagnostics.solution
         binaries.append(solution.binaries if solution is not None else 0)
+        nodes.append(getattr(solution, 'nodes', 0))
         added += getattr(solution, 'added_points', 0) > 0
         failures += not result.success
         q, q_ref, warm_start = result.q_next, result.state_next.q_ref, result.state_next.warm_start
         heights.append(engine.object_pose(q, object_name).translation()[2] - z0)
         if (k + 1) % max(steps // 10, 1) == 0:
-            print(f'  {name}: step {k + 1} of {steps}, solver {np.mean(solve) * 1e3:.2f} ms '
-                  'on average so far', file=sys.stderr, flush=True)
-    solve_ms, heights = np.array(solve) * 1e3, np.array(heights)
+            print(f'  {name}, {backend}: step {k + 1} of {steps}, {np.mean(cpu) * 1e3:.2f} ms '
+                  'CPU per MIQP on average so far', file=sys.stderr, flush=True)
+    cpu_ms, solve_ms, heights = np.array(cpu) * 1e3, np.array(solve) * 1e3, np.array(heights)
     final = engine.object_pose(q, object_name).translation()
     held = np.array(binaries)[heights > 0.01]
     return {
-        'object': name, 'binaries': int(max(binaries)),
+        'object': name, 'backend': backend, 'binaries': int(max(binaries)),
         'binaries_held': int(np.median(held)) if len(held) else 0,
-        'avg_ms': float(solve_ms.mean()), 'worst_ms': float(solve_ms.max()),
-        'std_ms': float(solve_ms.std()), 'median_ms': float(np.median(solve_ms)),
-        'p99_ms': float(np.percentile(solve_ms, 99)),
+        'avg_ms': float(cpu_ms.mean()), 'worst_ms': float(cpu_ms.max()),
+        'std_ms': float(cpu_ms.std()), 'median_ms': float(np.median(cpu_ms)),
+        'p99_ms': float(np.percentile(cpu_ms, 99)),
+        'solver_avg_ms': float(solve_ms.mean()), 'solver_worst_ms': float(solve_ms.max()),
+        'nodes_avg': float(np.mean(nodes)), 'nodes_max': int(max(nodes)),
         'step_avg_ms': float(np.mean(step) * 1e3),
         'lifted': bool(heights.max() > 0.5 * task.lift_height),
         'max_lift_m': float(heights.max()),
         'place_error_m': float(np.linalg.norm(final[:2] - target[:2])),
+        'final_position': final.tolist(),
         'steps': int(steps), 'failed_steps': int(failures), 'resolved_steps': int(added),
         'time_limit_steps': int(np.sum(solve_ms >= 0.99e3 * settings.time_limit)),
-        'solve_ms': solve_ms.tolist(),
+        'solve_ms': cpu_ms.tolist(), 'calls': timed.calls,
     }
 
 
-def print_table(rows: list) -> None:
-    """Print the rows beside Pang & Tedrake 2018's Table I."""
-    print(f"{'object':12s} {'binaries':>8s} {'held':>5s} {'avg ms':>8s} {'worst ms':>9s} "
-          f"{'std ms':>7s} {'median':>7s} {'step ms':>8s} {'lifted':>6s} {'place mm':>8s} "
-          f"{'t-limit':>7s} | paper: binaries, avg, worst, std")
+def replay(name: str, calls: list, backends: list, every: int, reference: str) -> list:
+    """Solve every ``every``-th recorded MIQP with each backend; return a row per backend."""
+    sample = calls[::every]
+    rows = []
+    for backend in backends:
+        solver = BACKENDS[backend]()
+        cpu, failed, dx = [], 0, []
+        for data, settings, start, answer in sample:
+            begin = time.thread_time()
+            mine = solver.solve(data, replace(settings, backend=backend), start=start)
+            cpu.append(time.thread_time() - begin)
+            failed += mine.x is None
+            if mine.x is not None and answer.x is not None:
+                dx.append(float(np.max(np.abs(mine.x - answer.x), initial=0.0)))
+        cpu_ms = np.array(cpu) * 1e3
+        rows.append({'object': name, 'backend': backend, 'reference': reference,
+                     'miqps': len(sample), 'avg_ms': float(cpu_ms.mean()),
+                     'worst_ms': float(cpu_ms.max()), 'median_ms': float(np.median(cpu_ms)),
+                     'failed': int(failed), 'max_dx_vs_reference': float(max(dx, default=0.0)),
+                     'p99_dx_vs_reference': float(np.percentile(dx, 99)) if dx else 0.0})
+        print(f'  replay {name}, {backend}: {rows[-1]["avg_ms"]:.2f} / '
+              f'{rows[-1]["worst_ms"]:.1f} ms avg / worst CPU, {failed} failed',
+              file=sys.stderr, flush=True)
+    return rows
+
+
+def print_table(rows: list, replayed: list) -> None:
+    """Print the rows beside Pang & Tedrake 2018's Table I, then the replay."""
+    print(f"{'object':12s} {'backend':7s} {'binaries':>8s} {'held':>5s} {'avg ms':>8s} "
+          f"{'worst ms':>9s} {'median':>7s} {'nodes':>7s} {'failed':>6s} {'lifted':>6s} "
+          f"{'place mm':>8s} {'vs ref mm':>9s} | paper: binaries, avg, worst, std")
     for r in rows:
         paper = PAPER.get(r['object'])
         ref = (f"{paper[0]}, {paper[1]}, {paper[2]}, {paper[3]}" if paper else '-')
-        print(f"{r['object']:12s} {r['binaries']:8d} {r['binaries_held']:5d} "
-              f"{r['avg_ms']:8.2f} {r['worst_ms']:9.1f} {r['std_ms']:7.2f} "
-              f"{r['median_ms']:7.2f} {r['step_avg_ms']:8.2f} {str(r['lifted']):>6s} "
-              f"{r['place_error_m'] * 1e3:8.2f} {r['time_limit_steps']:7d} | {ref}")
+        print(f"{r['object']:12s} {r['backend']:7s} {r['binaries']:8d} {r['binaries_held']:5d} "
+              f"{r['avg_ms']:8.2f} {r['worst_ms']:9.1f} {r['median_ms']:7.2f} "
+              f"{r['nodes_avg']:7.1f} {r['failed_steps']:6d} {str(r['lifted']):>6s} "
+              f"{r['place_error_m'] * 1e3:8.2f} {r.get('place_vs_reference_m', 0) * 1e3:9.3f} "
+              f"| {ref}")
+    if replayed:
+        print(f"replayed MIQPs (thread CPU per MIQP): {'object':12s} {'backend':7s} "
+              f"{'avg ms':>8s} {'worst ms':>9s} {'median':>7s} {'failed':>6s} "
+              f"{'max |dx| vs ref':>15s}")
+        for r in replayed:
+            print(f"{'':38s}{r['object']:12s} {r['backend']:7s} {r['avg_ms']:8.2f} "
+                  f"{r['worst_ms']:9.1f} {r['median_ms']:7.2f} {r['failed']:6d} "
+                  f"{r['max_dx_vs_reference']:15.2e}")
 
 
 def plot(rows: list, path: Path) -> None:
@@ -162,10 +245,12 @@ def plot(rows: list, path: Path) -> None:
     all_ms = np.concatenate([r['solve_ms'] for r in rows])
     bins = np.logspace(np.log10(max(all_ms.min(), 1e-2)), np.log10(all_ms.max() * 1.01), 50)
     for r in rows:
-        ax.hist(r['solve_ms'], bins=bins, alpha=0.6,
-                label=f"{r['object']} (avg {r['avg_ms']:.1f} ms, {r['binaries']} binaries)")
+        ax.hist(r['solve_ms'], bins=bins, alpha=0.5, histtype='stepfilled',
+                label=f"{r['object']}, {r['backend']} (avg {r['avg_ms']:.1f} ms, worst "
+                      f"{r['worst_ms']:.0f} ms, {r['steps']} steps)")
     ax.set_xscale('log')
-    ax.set_xlabel('MIQP solver runtime per step [ms]')
+    ax.set_yscale('log')
+    ax.set_xlabel('MIQP CPU time per step [ms] (thread CPU of the backend, both stages)')
     ax.set_ylabel('steps')
     ax.set_title('Pang & Tedrake 2018, Table I: arm pick-and-place, h = '
                  f"{rows[0].get('time_step', '')}")
@@ -187,7 +272,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--tolerance', type=float, default=BenchSettings.tolerance,
                         help='contact_detection_tolerance [m]')
     parser.add_argument('--points-per-pair', type=int, default=BenchSettings.points_per_pair)
-    parser.add_argument('--backend', choices=['gurobi', 'scip'], default='gurobi')
+    parser.add_argument('--backends', nargs='+', default=['gurobi', 'daqp'],
+                        help=f'closed-loop runs, from {list(MIQP_BACKENDS)}; the first is the '
+                             'reference of the replay and of the placements')
+    parser.add_argument('--replay-backends', nargs='*', default=list(MIQP_BACKENDS),
+                        help='backends that solve the reference run\'s recorded MIQPs')
+    parser.add_argument('--replay-every', type=int, default=BenchSettings.replay_every,
+                        help='replay every k-th MIQP of the reference run')
+    parser.add_argument('--scip-steps', type=int, default=400,
+                        help='closed-loop steps of SCIP (0: all; 0.5 to 2 s per held step)')
+    parser.add_argument('--other-steps', type=int, default=0,
+                        help='closed-loop steps of the backends after the first (0: all)')
+    parser.add_argument('--other-time-limit', type=float, default=0.0,
+                        help='miqp.time_limit of the backends after the first (0: --time-limit)')
     parser.add_argument('--delayed', action='store_true',
                         help='the one-step-delayed lower bound of Sec. V-B')
     parser.add_argument('--time-limit', type=float, default=BenchSettings.time_limit,
@@ -202,6 +299,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     unknown = [o for o in args.objects if o not in SCENES]
     if unknown:
         parser.error(f'--objects: unknown {unknown}; choose from {sorted(SCENES)}.')
+    if args.other_steps < 0 or args.other_time_limit < 0:
+        parser.error('--other-steps and --other-time-limit: must be 0 or positive.')
     for name in ('time_step', 'duration', 'tolerance', 'time_limit'):
         if not getattr(args, name) > 0:
             parser.error(f"--{name.replace('_', '-')}: must be positive, got "
@@ -210,6 +309,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error(f'--points-per-pair: must be at least 1, got {args.points_per_pair}.')
     if args.max_steps < 0:
         parser.error(f'--max-steps: must be 0 (all) or positive, got {args.max_steps}.')
+    for option in ('backends', 'replay_backends'):
+        unknown = [b for b in getattr(args, option) if b not in MIQP_BACKENDS]
+        if unknown:
+            parser.error(f"--{option.replace('_', '-')}: unknown {unknown}; choose from "
+                         f'{list(MIQP_BACKENDS)}.')
+    if args.replay_every < 1:
+        parser.error(f'--replay-every: must be at least 1, got {args.replay_every}.')
     return args
 
 
@@ -218,28 +324,44 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     settings = BenchSettings(time_step=args.time_step, duration=args.duration,
                              tolerance=args.tolerance, points_per_pair=args.points_per_pair,
-                             backend=args.backend, delayed=args.delayed,
+                             backend=args.backends[0], delayed=args.delayed,
                              time_limit=args.time_limit, max_steps=args.max_steps,
-                             least_force=not args.no_least_force)
-    rows = []
+                             least_force=not args.no_least_force,
+                             replay_every=args.replay_every)
+    rows, replayed = [], []
     for name in args.objects:
         print(f'{name}: {int(round(settings.duration / settings.time_step))} steps '
               f'at h = {settings.time_step} s ...', flush=True)
-        try:
-            row = run_object(name, settings)
-        except MiqpTooLarge as err:
-            print(f'{name}: {err}', file=sys.stderr)
-            return 1
-        row['time_step'] = settings.time_step
-        rows.append(row)
-    print_table(rows)
+        reference = None
+        for backend in args.backends:
+            cap = args.scip_steps if backend == 'scip' else 0
+            run = settings
+            if reference is not None:
+                cap = min(c for c in (cap, args.other_steps) if c > 0) if (
+                    cap or args.other_steps) else 0
+                if args.other_time_limit > 0:
+                    run = replace(settings, time_limit=args.other_time_limit)
+            try:
+                row = run_object(name, run, backend, max_steps=cap,
+                                 record=reference is None)
+            except MiqpTooLarge as err:
+                print(f'{name}, {backend}: {err}', file=sys.stderr)
+                return 1
+            row['time_step'] = settings.time_step
+            if reference is None:
+                reference = row
+            else:
+                row['place_vs_reference_m'] = float(np.linalg.norm(
+                    np.subtract(row['final_position'], reference['final_position'])))
+            rows.append(row)
+        if args.replay_backends:
+            replayed += replay(name, reference['calls'], args.replay_backends,
+                               settings.replay_every, reference['backend'])
+    print_table(rows, replayed)
     plot(rows, args.png)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    summary = [{k: v for k, v in r.items() if k != 'solve_ms'} for r in rows]
-    args.json.write_text(json.dumps({
-        'rows': summary, 'settings': settings.__dict__,
-        'machine': {'platform': platform.platform(), 'cpus': os.cpu_count(),
-                    'python': sys.version.split()[0]}}, indent=2))
+    summary = [{k: v for k, v in r.items() if k not in ('solve_ms', 'calls')} for r in rows]
+    write_json(args.json, {'rows': summary, 'replay': replayed, 'settings': settings.__dict__,
+                           'machine': machine()})
     print(f'wrote {args.json} and {args.png}')
     return 0
 

@@ -1,4 +1,4 @@
-"""The MIQP step (Pang & Tedrake 2018, eq. 23) with Gurobi and SCIP, and the paper's 2D example."""
+"""The MIQP step (Pang & Tedrake 2018, eq. 23) on Gurobi, SCIP and DAQP; the paper's 2D example."""
 
 from dataclasses import replace
 import json
@@ -18,14 +18,14 @@ from quasistatic_drake.formulations.miqp_backends import (BACKENDS, GurobiBacken
 TWO_PADS = f'{REPO_ROOT}/config/two_pads_lift.yaml'
 
 
-@pytest.fixture(scope='module')
-def hand_written():
-    """Pang & Tedrake 2018's example from eqs. 24-28, with Gurobi."""
-    return P.run_hand_written('gurobi')
+@pytest.fixture(scope='module', params=['gurobi', 'daqp'])
+def hand_written(request):
+    """Pang & Tedrake 2018's example from eqs. 24-28, with Gurobi and with DAQP."""
+    return request.param, P.run_hand_written(request.param)
 
 
 def test_paper_2d_matches_the_paper(hand_written):
-    a = hand_written
+    _, a = hand_written
     assert a.touch_step == 21, 'the fingers touch the cylinder at step 21 (Sec. V-A)'
     squeezed = slice(21, 40)                      # steps 22..40: lifted with y_g
     np.testing.assert_allclose(a.cylinder_y[squeezed] - a.q[squeezed, 4], 0.03, atol=1e-9)
@@ -40,18 +40,27 @@ def test_paper_2d_matches_the_paper(hand_written):
     assert np.all(a.phi >= -1e-9)
 
 
-def test_lcp_scheme_leaves_the_cylinder_on_the_table():
-    lcp = P.run_hand_written('gurobi', lcp=True)
+@pytest.mark.parametrize('backend', ['gurobi', 'daqp'])
+def test_lcp_scheme_leaves_the_cylinder_on_the_table(backend):
+    lcp = P.run_hand_written(backend, lcp=True)
     np.testing.assert_allclose(lcp.cylinder_y, 0.05, atol=1e-9)
     np.testing.assert_allclose(lcp.normal_force, 0.0, atol=1e-9)
     np.testing.assert_allclose(lcp.q[-1, 4], 0.1 * 0.01 * 20, atol=1e-12)  # the gripper rose
 
 
 def test_drake_path_agrees_with_the_hand_written_model(hand_written):
-    b = P.run_drake('gurobi')
-    np.testing.assert_allclose(b.q, hand_written.q, rtol=0, atol=1e-6)
-    np.testing.assert_allclose(b.normal_force, hand_written.normal_force, rtol=0, atol=1e-6)
+    backend, a = hand_written
+    b = P.run_drake(backend)
+    np.testing.assert_allclose(b.q, a.q, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(b.normal_force, a.normal_force, rtol=0, atol=1e-6)
     assert b.touch_step == 21
+
+
+def test_daqp_and_gurobi_give_the_same_paper_2d_trajectory():
+    """Check that DAQP's regularised eq. 23 moves the gripper and cylinder as Gurobi's (1e-8 m)."""
+    gurobi, daqp = P.run_hand_written('gurobi'), P.run_hand_written('daqp')
+    np.testing.assert_allclose(daqp.q, gurobi.q, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(daqp.normal_force, gurobi.normal_force, rtol=0, atol=1e-6)
 
 
 def paper_problems():
@@ -68,11 +77,12 @@ def paper_problems():
     return out
 
 
-def test_gurobi_and_scip_agree_on_optimal_objectives():
-    gurobi, scip = BACKENDS['gurobi'](), BACKENDS['scip']()
+@pytest.mark.parametrize('other', ['scip', 'daqp'])
+def test_the_backends_agree_on_optimal_objectives(other):
+    gurobi, solver = BACKENDS['gurobi'](), BACKENDS[other]()
     settings = MiqpSettings(least_force=False)
     for data in paper_problems():
-        a, b = gurobi.solve(data, settings), scip.solve(data, settings)
+        a, b = gurobi.solve(data, settings), solver.solve(data, settings)
         assert a.status == b.status == 'optimal'
         assert a.objective == pytest.approx(b.objective, abs=1e-12, rel=1e-5)
         np.testing.assert_allclose(a.x[P.IDX_A], b.x[P.IDX_A], atol=1e-6)
@@ -159,7 +169,7 @@ def test_paper_2d_cli_writes_json_and_png(tmp_path):
     assert png.stat().st_size > 10_000
 
 
-def test_a_contact_with_zero_jacobian_rows_is_handled_by_both_backends():
+def test_a_contact_with_zero_jacobian_rows_is_handled_by_every_backend():
     contacts = P.contact_set_eqs_24_28(P.Q0)
     J_n, J_f = contacts.J_n.copy(), contacts.J_f.copy()
     J_n[0] = 0.0                                  # contact 1 cannot move: constant rows
@@ -168,9 +178,10 @@ def test_a_contact_with_zero_jacobian_rows_is_handled_by_both_backends():
     data = miqp_data(contacts, P.H, P.IDX_U, P.IDX_A, P.H * np.array([0.1, -0.1, 0.1]),
                      np.array([0.0, -9.81]), MiqpSettings(), np.full(5, -np.inf),
                      np.full(5, np.inf), 0.05, 9.81)
-    answers = [BACKENDS[name]().solve(data, MiqpSettings()) for name in ('gurobi', 'scip')]
-    assert [a.status for a in answers] == ['optimal', 'optimal']
-    assert answers[0].objective == pytest.approx(answers[1].objective, abs=1e-12)
+    answers = [BACKENDS[name]().solve(data, MiqpSettings()) for name in BACKENDS]
+    assert [a.status for a in answers] == ['optimal'] * len(BACKENDS)
+    for other in answers[1:]:
+        assert answers[0].objective == pytest.approx(other.objective, abs=1e-12)
 
 
 def tilted_box_contacts(tmp_path, pitch):
@@ -289,7 +300,7 @@ def test_normal_force_lower_bound_holds_per_body_pair():
         assert force == pytest.approx(K * h * 0.1, rel=1e-6)
 
 
-@pytest.mark.parametrize('backend', ['gurobi', 'scip'])
+@pytest.mark.parametrize('backend', ['gurobi', 'scip', 'daqp'])
 def test_an_infeasible_miqp_is_reported_and_the_state_is_kept(tmp_path, backend):
     """A box in mid-air has no contact to hold it: force balance (23a) is infeasible."""
     from conftest import ground_entry, make_sim, pads_robot, sdf_box_object, write
@@ -332,6 +343,20 @@ def net_contact_force_on(result, body):
         elif contact.body_a == body:
             total -= contact.force_W
     return total
+
+
+def test_the_squeeze_beyond_gurobis_licence_runs_under_daqp():
+    """The scene of test_gurobi_size_limit_is_a_clear_error (> 200 variables) under DAQP."""
+    scenario = replace(Scenario.from_yaml(TWO_PADS), formulation='miqp', friction_directions=16)
+    sim = QuasistaticSimulator(scenario.with_formulation('miqp', backend='daqp'))
+    q = sim.default_positions()
+    for _ in range(4):                               # the pads close on the box and squeeze
+        result = sim.step(sim.initial_state(q), {'pads': [0.0, 0.1, -0.1]})
+        assert result.success, result.status
+        q = result.q_next
+    solution = result.diagnostics.solution
+    assert solution.binaries * 2 + sim.model.n_v > 200, 'beyond the licence of the pip Gurobi'
+    assert sim.min_signed_distance(q) >= -1e-3
 
 
 def test_miqp_keeps_a_resting_box_at_rest():
@@ -421,3 +446,15 @@ def test_a_failed_miqp_step_hands_on_the_start_it_was_given(tmp_path):
     result = sim.step(sim.initial_state(warm_start=start), {'pads': [0.0, 0.1, -0.1]})
     assert not result.success
     np.testing.assert_array_equal(result.state_next.warm_start, start)
+
+
+def test_the_backends_do_not_import_the_formulation():
+    """miqp_backends.py depends on eq. 23's data types (miqp_data.py), not on miqp.py."""
+    done = subprocess.run([sys.executable, '-c', (
+        'import sys, quasistatic_drake.formulations.miqp_backends as b; '
+        'print(sorted(m for m in sys.modules if m.startswith("quasistatic_drake.formulations'
+        '.miqp")))')], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    assert done.returncode == 0, done.stderr
+    loaded = eval(done.stdout)
+    assert 'quasistatic_drake.formulations.miqp_data' in loaded
+    assert 'quasistatic_drake.formulations.miqp' not in loaded, loaded

@@ -9,10 +9,14 @@ tracking error to its optimality tolerance, so steps of 1e-6 show the
 solver's tolerances (measured: a 2 % column error at 1e-6, 1e-9 at 1e-5).
 """
 
+import os
+
 import numpy as np
 import pytest
 
 import test_step_gradients
+from conftest import REPO_ROOT
+from quasistatic_drake import QuasistaticSimulator, Scenario
 from quasistatic_drake.formulations.miqp import MiqpData
 from quasistatic_drake.formulations.miqp_sensitivity import (
     biactive_pairs, fixed_binary_derivative, fixed_binary_qp, multipliers, NotStationary)
@@ -30,12 +34,19 @@ def central(*args):
         test_step_gradients.EPS = saved
 
 
+def miqp_scene(name, backend):
+    """Return the scene under formulation: miqp with ``backend``."""
+    scenario = Scenario.from_yaml(os.path.join(REPO_ROOT, 'config', name))
+    return QuasistaticSimulator(scenario.with_formulation('miqp', backend=backend))
+
+
 def test_a_sliding_push_matches_central_differences():
     """
     Check a finger that pushes a box and slides along its face, the box sliding on the table.
 
     Every contact slides or separates in a definite direction: the binaries stay the
-    same under a small change, and all three gradients match.
+    same under a small change, and all three gradients match.  (DAQP does not
+    settle this scene's second cold MIQP within the time limit: docs/formulations.md.)
     """
     sim = scene('finger_push.yaml', 'miqp')
     command = [0.1, 0.05, -0.05]
@@ -68,9 +79,10 @@ def test_a_contact_at_its_cones_edge_is_flagged():
     assert result.success and result.gradients.degenerate
 
 
-def test_the_arm_in_free_space_follows_its_command_exactly():
+@pytest.mark.parametrize('backend', ['gurobi', 'daqp'])
+def test_the_arm_in_free_space_follows_its_command_exactly(backend):
     """Check the arm scene under the MIQP at its start: dq_a'/dv_cmd = h I, and the differences."""
-    sim = scene('arm_pick_place_miqp.yaml')
+    sim = miqp_scene('arm_pick_place_miqp.yaml', backend)
     s = sim.initial_state()
     v_cmd = 0.02 * np.ones(len(s.q_ref))
     result = sim.step(s, {'iiwa': v_cmd}, gradients=True)

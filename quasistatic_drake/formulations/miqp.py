@@ -68,7 +68,9 @@ M(P_f,ij) = mu_i P_max, M(Gamma_i) = 2 D.  A big-M row is *tight* when its
 left side is within 1e-6 M of M at the solution; the solution then reports
 it, because a tight bound means M may have cut off the true solution.
 
-This module imports neither Drake nor ROS; the backends are in miqp_backends.py.
+This module imports neither Drake nor ROS; eq. 23's data, settings and
+solution types are in miqp_data.py, the backends in miqp_backends.py (which
+import miqp_data.py, not this module).
 """
 
 from __future__ import annotations
@@ -82,101 +84,15 @@ from quasistatic_drake.contact import ContactSet, thinned_indices
 from quasistatic_drake.errors import CommandError
 from quasistatic_drake.formulations.base import (Formulation, ModelFacts, one_step_reference,
                                                  StepProblem, StepSolution)
-from quasistatic_drake.formulations.miqp_sensitivity import fixed_binary_derivative
+from quasistatic_drake.formulations.miqp_backends import BACKENDS, MiqpSolverMissing
+from quasistatic_drake.formulations.miqp_data import (MIQP_BACKENDS, MiqpData,  # noqa: F401
+                                                      MiqpSettings, MiqpSolution, tight_rows)
 from quasistatic_drake.formulations.miqp_points import embedded, passed_through, start_rows
+from quasistatic_drake.formulations.miqp_sensitivity import fixed_binary_derivative
 from quasistatic_drake.manifold import sweep_lengths
-from quasistatic_drake.schema import flag, number, one_of, positive_int, SchemaError, setting
+from quasistatic_drake.schema import SchemaError
 
-TIGHT_FRACTION = 1e-6     # a big-M row within this fraction of M is reported tight
 M_MARGIN = 2.0            # P_max = M_MARGIN h F
-
-
-MIQP_BACKENDS = ("gurobi", "scip")
-
-
-@dataclass(frozen=True)
-class MiqpSettings:
-    """The scenario's ``miqp:`` block (README, "Scenario files")."""
-
-    contact_stiffness: float = setting(1e4, number(positive=True), "K of eq. 23f [N/m]")
-    big_m: Optional[float] = setting(None, number(positive=True, none_word="auto"),
-                                     "one big-M for every row; 'auto' (None): derived per step")
-    time_limit: float = setting(10.0, number(positive=True), "[s] per MIQP solve")
-    mip_gap: float = setting(1e-6, number(nonnegative=True), "relative MIP gap")
-    backend: str = setting("gurobi", one_of(*MIQP_BACKENDS, what="MIQP backend"),
-                           "the MIQP solver: gurobi or scip")
-    delayed_lower_bound: bool = setting(False, flag(),
-                                        "Sec. V-B: phibar from the previous step")
-    least_force: bool = setting(True, flag(), "a second solve for the least normal impulse")
-    object_motion_weight: float = setting(1e-6, number(nonnegative=True),
-                                          "eps of the tie-break eps ||x_u||^2")
-    max_points_per_pair: Optional[int] = setting(
-        4, positive_int("all manifold points", none_word="all"),
-        "solve on each body pair's patch, at most this many points; 'all': every point "
-        "(miqp_points.py)")
-
-
-@dataclass(frozen=True)
-class MiqpData:
-    """
-    Eq. 23 as matrices over y = [x (n_v), P_n (n_c), P_f (n_d), Gamma (n_c)] and z (N).
-
-    ``R y + b = w`` stacks [phi_next; rho; s]; each of the N rows of w pairs
-    with the same row of lambda = y[n_v:] (the complementary variable).
-    ``A_lb y >= b_lb`` are the normal-impulse lower bounds of eq. 23f.
-    """
-
-    n_v: int
-    n_c: int
-    n_d: int
-    idx_u: np.ndarray
-    idx_a: np.ndarray
-    xbar_a: np.ndarray
-    A_eq: np.ndarray
-    b_eq: np.ndarray
-    R: np.ndarray
-    b: np.ndarray
-    A_lb: np.ndarray
-    b_lb: np.ndarray
-    x_lower: np.ndarray
-    x_upper: np.ndarray
-    M_w: np.ndarray
-    M_lambda: np.ndarray
-    impulse_weight: float = 0.0   # adds w * sum(P_n) to the objective (paper_2d's LCP tie-break)
-    motion_weight: float = 0.0    # eps of eps ||x_u||^2 (MiqpSettings.object_motion_weight)
-
-    @property
-    def n_y(self) -> int:
-        """Return the number of continuous variables."""
-        return self.n_v + 2 * self.n_c + self.n_d
-
-    @property
-    def n_binaries(self) -> int:
-        """Return N = 2 n_c + n_d."""
-        return 2 * self.n_c + self.n_d
-
-    def objective(self, y: np.ndarray) -> float:
-        """Return || x_a - xbar_a ||^2 + eps ||x_u||^2 (+ impulse_weight sum(P_n)) at y."""
-        P_n = y[self.n_v:self.n_v + self.n_c]
-        return float(np.sum((y[self.idx_a] - self.xbar_a) ** 2)
-                     + self.motion_weight * np.sum(y[self.idx_u] ** 2)
-                     + self.impulse_weight * np.sum(P_n))
-
-
-@dataclass(frozen=True)
-class MiqpSolution:
-    """A backend's answer; ``x`` is None unless a feasible solution was found."""
-
-    x: Optional[np.ndarray]
-    P_n: np.ndarray
-    P_f: np.ndarray
-    gamma: np.ndarray
-    status: str
-    solve_time: float                 # the solver's own runtime [s]
-    objective: float = np.nan
-    tight_big_m: tuple[str, ...] = ()
-    binaries: int = 0
-    z: Optional[np.ndarray] = None    # the binaries (rounded): a MIP start for the next solve
 
 
 def miqp_data(contacts: ContactSet, h: float, idx_u: np.ndarray, idx_a: np.ndarray,
@@ -255,24 +171,6 @@ def big_m(contacts: ContactSet, h: float, settings: MiqpSettings, phibar: np.nda
     return M_w, M_lambda
 
 
-def tight_rows(data: MiqpData, y: np.ndarray, z: np.ndarray) -> tuple[str, ...]:
-    """Name the big-M rows that are tight at (y, z): 'phi[3]', 'P_n[0]', ..."""
-    names = ([f"phi[{i}]" for i in range(data.n_c)] + [f"rho[{i}]" for i in range(data.n_d)]
-             + [f"s[{i}]" for i in range(data.n_c)])
-    lam_names = ([f"P_n[{i}]" for i in range(data.n_c)]
-                 + [f"P_f[{i}]" for i in range(data.n_d)]
-                 + [f"Gamma[{i}]" for i in range(data.n_c)])
-    w = data.R @ y + data.b
-    lam = y[data.n_v:]
-    tight = []
-    for k in range(data.n_binaries):
-        if z[k] > 0.5 and w[k] >= (1.0 - TIGHT_FRACTION) * data.M_w[k]:
-            tight.append(names[k])
-        if z[k] < 0.5 and lam[k] >= (1.0 - TIGHT_FRACTION) * data.M_lambda[k]:
-            tight.append(lam_names[k])
-    return tuple(tight)
-
-
 def renumbered(names: tuple[str, ...], kept: np.ndarray, per_contact: int
                ) -> tuple[str, ...]:
     """Return ``tight_rows`` names of the kept points' eq. 23 numbered over every point."""
@@ -305,6 +203,7 @@ class MiqpStepSolution(StepSolution):
     mip_start: Optional[np.ndarray] = None   # the solution's binaries, a MIP start
     y: Optional[np.ndarray] = None           # [x; P_n; P_f; Gamma] of eq. 23 (the derivative)
     added_points: int = 0                    # dropped points that joined (miqp_points.py)
+    nodes: int = 0                           # branch-and-bound nodes of the step's solves
 
     @property
     def warm_start_next(self) -> Optional[np.ndarray]:
@@ -340,7 +239,6 @@ class MiqpFormulation(Formulation):
             raise SchemaError("scenario.contact_detection_tolerance", "must be finite under "
                               "formulation: miqp (its big-M bounds grow with it). Fix: a "
                               "finite tolerance, such as 0.02.")
-        from quasistatic_drake.formulations.miqp_backends import BACKENDS, MiqpSolverMissing
         try:
             self.backend = BACKENDS[settings.backend]()
         except MiqpSolverMissing as err:
@@ -359,18 +257,19 @@ class MiqpFormulation(Formulation):
         """
         full = self._data(problem, contacts)
         first = self._kept(contacts)
-        kept, spent = first, 0.0
+        kept, spent, nodes = first, 0.0, 0
         while True:
             subset = contacts if len(kept) == contacts.n_c else contacts.take(kept)
             data = full if subset is contacts else self._data(problem, subset)
             answer = self.backend.solve(data, self.settings,
                                         start=start_rows(warm_start, full, kept))
             spent += answer.solve_time
+            nodes += answer.nodes
             if answer.x is None and len(kept) < contacts.n_c and "infeasible" in answer.status:
                 kept = np.arange(contacts.n_c)   # the dropped points may be what holds it
             elif answer.x is None:
                 return MiqpStepSolution(None, np.zeros((contacts.n_c, 3)), answer.status,
-                                        spent, binaries=data.n_binaries)
+                                        spent, binaries=data.n_binaries, nodes=nodes)
             else:
                 y, z = embedded(full, kept, answer.x, answer.P_n, answer.P_f, answer.gamma,
                                 answer.z)
@@ -383,7 +282,7 @@ class MiqpFormulation(Formulation):
         return MiqpStepSolution(answer.x / self.facts.h, impulses, "optimal", spent,
                                 binaries=data.n_binaries, added_points=len(kept) - len(first),
                                 tight_big_m=renumbered(answer.tight_big_m, kept, contacts.n_d),
-                                mip_start=z, y=y)
+                                mip_start=z, y=y, nodes=nodes)
 
     def _kept(self, contacts: ContactSet) -> np.ndarray:
         """Return the points eq. 23 is first solved on: each pair's patch, or all."""

@@ -1,9 +1,11 @@
 """
-MIQP solvers for eq. 23 (miqp.py): Gurobi through gurobipy's matrix API, and SCIP.
+MIQP solvers for eq. 23 (miqp.py): Gurobi through gurobipy's matrix API, SCIP, and DAQP.
 
-Both take a :class:`MiqpData` and return a :class:`MiqpSolution` whose
-``solve_time`` is the solver's own runtime (Gurobi's ``Runtime`` attribute,
-as Pang & Tedrake 2018's Table I; SCIP's solving time).  Gurobi builds a model per
+Each takes a :class:`MiqpData` (miqp_data.py) and returns a
+:class:`MiqpSolution` whose ``solve_time`` is the solver's own runtime
+(Gurobi's ``Runtime`` attribute, as Pang & Tedrake 2018's Table I; SCIP's
+solving time; for DAQP the thread CPU time of the whole call, model
+building included) and ``nodes`` its branch-and-bound nodes.  Gurobi builds a model per
 step with the matrix API (one sparse constraint matrix, 1-4 ms).  A caller
 may pass a MIP start (``start``, the binaries z of an earlier solution, such
 as the previous step's ``MiqpSolution.z``); it is used when the number of
@@ -32,17 +34,63 @@ to about 1e-8 m.
 Time limit.  A solve that reaches ``miqp.time_limit`` keeps its best
 solution when Gurobi (or SCIP) proved it within INCUMBENT_GAP (1 %) of the
 optimum; otherwise the step reports "time limit" and the state is kept.
+
+DAQP (``miqp.backend: daqp``, no licence).  DAQP 0.11's branch and bound
+(depth first, warm-started dual active-set QPs at the nodes) takes binary
+constraints: a row that must sit at its lower or its upper bound (``sense``
+16).  Eq. 23 is modelled over u = [y; z] scaled to O(1) (``daqp_problem``):
+x by the commanded step L, each impulse and sliding slack by its big-M,
+the binaries z as simple bounds 0 <= z <= 1 marked binary, the rows of
+``eq23_rows``.  DAQP needs a strictly convex objective, and eq. 23 prices
+only x:
+
+* the impulses and slacks get the curvature IMPULSE_CURVATURE (1e-8) on
+  their scaled squares (at most 1 each), the objects' x at least that: the
+  least-norm impulses among the optimal ones.  Its effect on x is below
+  what the replays resolve (docs/formulations.md: the figures);
+* the binaries get BINARY_CURVATURE (1e-8) on (z - 1/2)^2, the same for
+  every mode; a relaxation with fractional z is lower by up to 1/4 of it
+  per binary, so the search's absolute gap includes that sum;
+* where DAQP's factors degenerate (cycling, the iteration limit) the step
+  is solved again with both at 1e-6 (CURVATURES).
+
+The search (``DaqpBackend._search``): the relaxation (0 <= z <= 1) bounds
+every mode from below.  Candidate modes, solved as QPs with z fixed: the
+MIP start (the previous step's mode) and the relaxation's own (each pair
+on the side its scaled w or lambda is nearer to zero).  The better one is
+DAQP's incumbent; within the gap of the bound, it is the answer with no
+search (most steps).  Otherwise DAQP searches only the modes within the gap
+of the bound (DIVE_TIME), then all (SEARCH_TIME), then accepts a mode within
+INCUMBENT_GAP of the bound, as the Gurobi backend does at its time limit.
+The gap is relative (``mip_gap``) to the whole objective, constant included.
+
+Rows that hold exactly in DAQP and to 1e-6 in Gurobi: a manifold's phi of
++-1e-7 m (detection noise) between parallel pads made "all points closed"
+infeasible exactly, and DAQP searched 1e5 nodes for a mode that Gurobi's
+feasibility tolerance took at once.  So |phi| < GAP_TOLERANCE (1e-6 m) is
+taken as touching, and a closed or sticking pair may open or slip by up to
+GAP_TOLERANCE (the upper big-M rows); penetration is never allowed.
+
+The least-force stage keeps the first stage's mode and x (a QP: sum P_n
+over P_max plus LEAST_FORCE_CURVATURE on the scaled impulses, small enough
+that the least-force vertex does not move), where Gurobi's searches all
+modes (a MILP); the closed-form tests (test_miqp_hand_built.py) hold on both.
+DAQP's ``time_limit`` is wall time; the search's phases are cut by thread
+CPU time.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+import time
 from typing import Callable, Optional
 
 import numpy as np
 from scipy import sparse
 
 from quasistatic_drake.errors import SolverLimitExceeded
-from quasistatic_drake.formulations.miqp import MiqpData, MiqpSettings, MiqpSolution, tight_rows
+from quasistatic_drake.formulations.miqp_data import (MiqpData, MiqpSettings, MiqpSolution,
+                                                      tight_rows)
 
 # The restricted pip licence, measured with gurobipy 13.0.3: at most 2000 linear
 # constraints and 2000 variables, but only 200 variables in a model with a
@@ -67,18 +115,19 @@ class MiqpSolverMissing(RuntimeError):
     """The chosen MIQP backend is not installed."""
 
 
-def _failure(data: MiqpData, status: str, runtime: float) -> MiqpSolution:
+def _failure(data: MiqpData, status: str, runtime: float, nodes: int = 0) -> MiqpSolution:
     return MiqpSolution(None, np.zeros(data.n_c), np.zeros(data.n_d), np.zeros(data.n_c),
-                        status, runtime, binaries=data.n_binaries)
+                        status, runtime, binaries=data.n_binaries, nodes=int(nodes))
 
 
-def _solution(data: MiqpData, y: np.ndarray, z: np.ndarray, runtime: float) -> MiqpSolution:
+def _solution(data: MiqpData, y: np.ndarray, z: np.ndarray, runtime: float,
+              nodes: int = 0) -> MiqpSolution:
     n_v, n_c, n_d = data.n_v, data.n_c, data.n_d
     return MiqpSolution(
         x=y[:n_v].copy(), P_n=y[n_v:n_v + n_c].copy(), P_f=y[n_v + n_c:n_v + n_c + n_d].copy(),
         gamma=y[n_v + n_c + n_d:].copy(), status="optimal", solve_time=runtime,
         objective=data.objective(y), tight_big_m=tight_rows(data, y, z),
-        binaries=data.n_binaries, z=np.round(z))
+        binaries=data.n_binaries, z=np.round(z), nodes=int(nodes))
 
 
 class GurobiBackend:
@@ -126,17 +175,18 @@ class GurobiBackend:
                     "contacts (a smaller contact_detection_tolerance), or a full Gurobi "
                     "licence.") from err
             raise
-        runtime = model.Runtime
+        runtime, nodes = model.Runtime, int(model.NodeCount)
         if model.SolCount == 0 or (model.Status == gp.GRB.TIME_LIMIT
                                    and model.MIPGap > INCUMBENT_GAP):
-            return _failure(data, _GUROBI_STATUS.get(model.Status, str(model.Status)), runtime)
+            return _failure(data, _GUROBI_STATUS.get(model.Status, str(model.Status)), runtime,
+                            nodes)
         y_best, z_best = np.asarray(y.X), np.asarray(z.X)
         if settings.least_force and data.n_c:
             self._least_force(model, y, data)
-            runtime += model.Runtime
+            runtime, nodes = runtime + model.Runtime, nodes + int(model.NodeCount)
             if model.SolCount:
                 y_best, z_best = np.asarray(y.X), np.asarray(z.X)
-        return _solution(data, y_best, z_best, runtime)
+        return _solution(data, y_best, z_best, runtime, nodes)
 
     def _least_force(self, model, y, data: MiqpData) -> None:
         """
@@ -281,10 +331,10 @@ class ScipBackend:
         impulses = scip.quicksum(y[data.n_v + i] for i in range(data.n_c))
         model.setObjective(t + data.impulse_weight * impulses, "minimize")
         model.optimize()
-        runtime = model.getSolvingTime()
+        runtime, nodes = model.getSolvingTime(), model.getNNodes()
         if model.getNSols() == 0 or (model.getStatus() == "timelimit"
                                      and model.getGap() > INCUMBENT_GAP):
-            return _failure(data, str(model.getStatus()), runtime)
+            return _failure(data, str(model.getStatus()), runtime, nodes)
         if settings.least_force and data.n_c:
             x = [model.getVal(v) for v in y[:data.n_v]]
             model.freeTransform()
@@ -295,13 +345,14 @@ class ScipBackend:
             stage1 = ([first[v] for v in y], [first[v] for v in z])
             model.setObjective(impulses, "minimize")
             model.optimize()
-            runtime += model.getSolvingTime()
+            runtime, nodes = runtime + model.getSolvingTime(), nodes + model.getNNodes()
             if model.getNSols() == 0:            # keep the first stage's solution
-                return _solution(data, np.array(stage1[0]), np.array(stage1[1]), runtime)
+                return _solution(data, np.array(stage1[0]), np.array(stage1[1]), runtime,
+                                 nodes)
         best = model.getBestSol()
         y_val = np.array([best[v] for v in y])
         z_val = np.array([best[v] for v in z])
-        return _solution(data, y_val, z_val, runtime)
+        return _solution(data, y_val, z_val, runtime, nodes)
 
 
 def _dot(row: np.ndarray, variables: list):
@@ -310,4 +361,244 @@ def _dot(row: np.ndarray, variables: list):
     return quicksum(float(c) * variables[j] for j, c in enumerate(row) if c != 0.0)
 
 
-BACKENDS: dict[str, Callable[[], object]] = {"gurobi": GurobiBackend, "scip": ScipBackend}
+DAQP_INF = 1e30               # DAQP's infinite bound
+# The curvature DAQP needs on every variable that eq. 23's objective leaves flat, in the
+# scaled variables of DaqpProblem (each impulse and slack over its big-M, so at most 1).
+IMPULSE_CURVATURE = 1e-8
+BINARY_CURVATURE = 1e-8       # on (z - 1/2)^2: the same at z = 0 and at z = 1
+# Where DAQP cycles or stalls (degenerate factors), the step is solved again with these
+# curvatures (impulses, binaries): better conditioned, a larger effect on x.
+CURVATURES = ((IMPULSE_CURVATURE, BINARY_CURVATURE), (1e-6, 1e-6))
+NUMERICAL_FAILURES = (-2, -4)  # cycling, iteration limit
+ABSOLUTE_GAP = 1e-13          # the scaled objective: a tracking error of 3e-7 commanded steps
+LEAST_FORCE_CURVATURE = 1e-4  # the least-force stage: sum P_n / P_max + this ||.||^2
+# A closed contact (z = 0 on its phi row) may be open by this much, and a sticking one
+# (rho) slip by it, as Gurobi's rows hold to its FeasibilityTol (1e-6, absolute).  Exactly,
+# the four ends of two line contacts between parallel pads (a held cylinder; detection
+# noise of 1e-7 m in phi) cannot all close at once, and DAQP searched 1e5 nodes for it.
+GAP_TOLERANCE = 1e-6          # [m]
+DIVE_TIME = 0.05              # [s] for the search of the modes within the gap of the bound
+SEARCH_TIME = 0.2             # [s] for the whole search to the gap, before INCUMBENT_GAP
+OPEN_GAP = 0.0
+PRIMAL_TOL = 1e-6            # DAQP: a row may be violated by this (scaled rows: entries <= 1)
+_DAQP_STATUS = {-1: "infeasible", -2: "cycling", -3: "unbounded", -4: "iteration limit",
+                -5: "nonconvex", -6: "overdetermined", -7: "time limit", -8: "unsupported",
+                5: "time limit"}
+
+
+@dataclass(frozen=True)
+class DaqpProblem:
+    """
+    Eq. 23 for DAQP over the scaled u = [y; z] / scale (``daqp_problem``).
+
+    ``lower <= [u; A u] <= upper``: the first n entries are simple bounds;
+    ``sense`` marks the force balance equalities (5) and the binaries (16).
+    """
+
+    H: np.ndarray
+    f: np.ndarray
+    A: np.ndarray
+    upper: np.ndarray
+    lower: np.ndarray
+    sense: np.ndarray
+    scale: np.ndarray
+    n_y: int
+    R_w: np.ndarray       # w / M_w = R_w u[:n_y] + b_w (eq. 23b)
+    b_w: np.ndarray
+    binary: float         # the curvature on (z - 1/2)^2
+
+
+def daqp_problem(data: MiqpData, impulse: float = IMPULSE_CURVATURE,
+                 binary: float = BINARY_CURVATURE) -> DaqpProblem:
+    """
+    Return eq. 23 as DAQP's mixed-integer QP (module docstring, "DAQP").
+
+    Variables are scaled to O(1): x by the commanded step L (objective_scale),
+    each impulse and sliding slack by its big-M; rows to unit largest entry.
+    """
+    n_v, n_c, n_y, N = data.n_v, data.n_c, data.n_y, data.n_binaries
+    length = max(float(np.max(np.abs(data.xbar_a), initial=0.0)), MIN_DISPLACEMENT)
+    scale = np.concatenate([np.full(n_v, length), np.maximum(data.M_lambda, 1e-12),
+                            np.ones(N)])
+    n = n_y + N
+    linear = data.impulse_weight * scale[n_v:n_v + n_c] / length ** 2
+    weight = np.full(n, max(impulse, LEAST_FORCE_CURVATURE * np.max(linear, initial=0)))
+    weight[n_y:] = binary
+    weight[data.idx_u] = max(data.motion_weight, impulse)
+    weight[data.idx_a] = 1.0
+    f = np.zeros(n)
+    f[data.idx_a] = -2.0 * data.xbar_a / length
+    f[n_y:] = -BINARY_CURVATURE
+    f[n_v:n_v + n_c] = linear
+    A, sense_rows, rhs = eq23_rows(data)
+    n_eq, n_d = len(data.b_eq), data.n_d
+    touching = np.zeros(len(rhs))           # phi within GAP_TOLERANCE of 0: touching
+    noise = np.flatnonzero(np.abs(data.b[:n_c]) < GAP_TOLERANCE)
+    touching[n_eq + noise] = touching[n_eq + N + noise] = data.b[noise]
+    opening = np.concatenate([np.full(n_c + n_d, OPEN_GAP * GAP_TOLERANCE), np.zeros(n_c)])
+    rhs = rhs + touching + np.concatenate([np.zeros(n_eq + N), opening,
+                                           np.zeros(N + len(data.b_lb))])
+    A = A.toarray() * scale
+    norm = np.max(np.abs(A), axis=1, initial=0.0)
+    norm[norm == 0.0] = 1.0
+    A /= norm[:, None]
+    rhs = rhs / norm
+    upper = np.where(sense_rows == ">", DAQP_INF, rhs)
+    lower = np.where(sense_rows == "<", -DAQP_INF, rhs)
+    y_lower = np.concatenate([data.x_lower / length, np.zeros(n - n_v)])
+    y_upper = np.concatenate([data.x_upper / length, np.ones(n - n_v)])
+    sense = np.zeros(n + len(rhs), dtype=np.intc)
+    sense[n_y:n] = 16
+    sense[n:][sense_rows == "="] = 5
+    return DaqpProblem(H=np.diag(2.0 * weight), f=f, A=A,
+                       upper=np.clip(np.concatenate([y_upper, upper]), -DAQP_INF, DAQP_INF),
+                       lower=np.clip(np.concatenate([y_lower, lower]), -DAQP_INF, DAQP_INF),
+                       sense=sense, scale=scale, n_y=n_y,
+                       R_w=data.R * scale[:n_y] / data.M_w[:, None], b_w=data.b / data.M_w,
+                       binary=binary)
+
+
+class DaqpBackend:
+    """DAQP's branch and bound on eq. 23, searched from its relaxation's bound (docstring)."""
+
+    def __init__(self):
+        """Import daqp (raises MiqpSolverMissing without it)."""
+        try:
+            import daqp
+        except ImportError as err:
+            raise MiqpSolverMissing("miqp.backend 'daqp' needs daqp (pip install daqp), or "
+                                    "choose backend: gurobi or scip.") from err
+        self.daqp = daqp
+
+    def solve(self, data: MiqpData, settings: MiqpSettings,
+              start: Optional[np.ndarray] = None) -> MiqpSolution:
+        """Solve eq. 23; ``start`` (binaries of an earlier step) is tried first as incumbent."""
+        cpu = time.thread_time()
+        nodes = 0
+        for impulse, binary in CURVATURES:      # stiffer where DAQP's factors degenerate
+            p = daqp_problem(data, impulse, binary)
+            incumbent = None
+            if start is not None and len(start) == data.n_binaries:
+                incumbent = self._fixed_binaries(p, p.H, p.f, p.lower, p.upper, p.sense, start)
+            u, flag, more = self._search(p, settings, incumbent, p.H, p.f, p.lower, p.upper,
+                                         p.sense, settings.mip_gap, cpu)
+            nodes += more
+            if u is not None or flag not in NUMERICAL_FAILURES:
+                break
+        if u is None:
+            return _failure(data, _DAQP_STATUS.get(flag, f"daqp exit flag {flag}"),
+                            time.thread_time() - cpu, nodes)
+        if settings.least_force and data.n_c:
+            found, _, more = self._least_force(p, data, u, settings, cpu)
+            nodes += more
+            if found is not None:
+                u = found
+        y, z = u[:p.n_y] * p.scale[:p.n_y], u[p.n_y:]
+        return _solution(data, y, z, time.thread_time() - cpu, nodes)
+
+    def _search(self, p: DaqpProblem, settings: MiqpSettings, incumbent, H, f, lower, upper,
+                sense, rel_gap: float, cpu: float):
+        """
+        Return (u, exit flag, nodes): DAQP's branch and bound from the relaxation's bound.
+
+        The relaxation (binaries between 0 and 1) bounds every mode from below.
+        An incumbent within the tolerance of that bound is optimal; otherwise
+        the search first admits only the modes within the tolerance of the
+        bound (on most steps, one dive), and only if none is, searches all.
+        ``u`` is None when no mode was found.
+        """
+        relaxed, flag = self._qp(H, f, p.A, lower, upper, _without_binaries(p, sense))
+        if relaxed is None:                      # the relaxation is infeasible: so is eq. 23
+            return None, flag, 0
+        bound = _objective(H, f, relaxed)
+        # The gap is relative to the whole objective, the tracking error's square included
+        # (1/2 u'Hu + f'u leaves out its constant, 1/2 f'H^-1 f; H is diagonal), and
+        # absolute for the curvature of the binaries: every mode pays the same.
+        whole = bound + 0.5 * float(f @ (f / np.diag(H)))
+        gap = (ABSOLUTE_GAP + 0.25 * p.binary * len(f[p.n_y:])
+               + rel_gap * abs(whole))
+        if incumbent is None or _objective(H, f, incumbent) > bound + gap:
+            rounded = self._fixed_binaries(p, H, f, lower, upper, sense,
+                                           _rounded_mode(p, relaxed))
+            if rounded is not None and (incumbent is None or _objective(H, f, rounded)
+                                        < _objective(H, f, incumbent)):
+                incumbent = rounded
+        if incumbent is not None and _objective(H, f, incumbent) <= bound + gap:
+            return incumbent, 1, 0
+        nodes, flag = 0, -7
+        loose = gap + INCUMBENT_GAP * abs(whole)
+        phases = ((bound + gap, gap, DIVE_TIME), (DAQP_INF, gap, SEARCH_TIME),
+                  (DAQP_INF, loose, settings.time_limit))
+        for limit, tolerance, budget in phases:
+            budget = min(budget, settings.time_limit - (time.thread_time() - cpu))
+            if budget <= 0.0:
+                break
+            u, _, flag, info = self.daqp.solve(
+                H, f, p.A, upper, lower, sense, primal_start=incumbent, rel_subopt=0.0,
+                abs_subopt=tolerance, fval_bound=limit, time_limit=budget,
+                primal_tol=PRIMAL_TOL)
+            nodes += info["nodes"]
+            if flag in (1, 4) or (flag == 5 and _objective(H, f, np.asarray(u)) - bound
+                                  <= loose):
+                return np.asarray(u), flag, nodes
+            if flag == 5:
+                incumbent = np.asarray(u)
+        if flag == -1 and incumbent is not None:
+            return incumbent, 1, nodes
+        return None, flag, nodes
+
+    def _qp(self, H, f, A, lower, upper, sense):
+        """Return (u, exit flag) of one QP (no binaries in ``sense``); u None on failure."""
+        u, _, flag, _ = self.daqp.solve(H, f, A, upper, lower, sense, primal_tol=PRIMAL_TOL)
+        return (np.asarray(u) if flag in (1, 4) else None), flag
+
+    def _fixed_binaries(self, p: DaqpProblem, H, f, lower, upper, sense, z: np.ndarray):
+        """Return the QP solution with the binaries fixed at z (None if infeasible)."""
+        lower, upper, sense = lower.copy(), upper.copy(), sense.copy()
+        binaries = slice(p.n_y, len(p.f))
+        lower[binaries] = upper[binaries] = np.round(np.asarray(z, dtype=float))
+        sense[binaries] = 5
+        return self._qp(H, f, p.A, lower, upper, sense)[0]
+
+    def _least_force(self, p: DaqpProblem, data: MiqpData, u: np.ndarray,
+                     settings: MiqpSettings, cpu: float):
+        """Second stage: x fixed at u's, least total normal impulse (module docstring)."""
+        n_v, n = data.n_v, len(p.f)
+        lower, upper, sense = p.lower.copy(), p.upper.copy(), p.sense.copy()
+        lower[:n_v] = upper[:n_v] = u[:n_v]
+        sense[:n_v] = 5
+        weight = np.full(n, LEAST_FORCE_CURVATURE)
+        weight[:n_v] = 1.0
+        weight[p.n_y:] = p.binary
+        f = np.zeros(n)
+        f[n_v:n_v + data.n_c] = 1.0
+        f[p.n_y:] = -p.binary
+        return self._fixed_binaries(p, np.diag(2.0 * weight), f, lower, upper, sense,
+                                    np.round(u[p.n_y:])), 1, 0
+
+
+def _rounded_mode(p: DaqpProblem, relaxed: np.ndarray) -> np.ndarray:
+    """
+    Return the relaxation's mode: each pair on the side its solution is nearer to.
+
+    z_k = 1 (w_k free, lambda_k = 0) where w_k / M_w,k exceeds lambda_k / M_lambda,k.
+    """
+    u = relaxed[:p.n_y]
+    w = p.R_w @ u + p.b_w
+    return (w > u[p.n_y - len(w):]).astype(float)
+
+
+def _objective(H: np.ndarray, f: np.ndarray, u: np.ndarray) -> float:
+    """Return 1/2 u'Hu + f'u."""
+    return float(0.5 * u @ H @ u + f @ u)
+
+
+def _without_binaries(p: DaqpProblem, sense: np.ndarray) -> np.ndarray:
+    """Return the sense of the relaxation: the binaries as plain bounds 0 <= z <= 1."""
+    sense = sense.copy()
+    sense[p.n_y:len(p.f)] = 0
+    return sense
+
+
+BACKENDS: dict[str, Callable[[], object]] = {"gurobi": GurobiBackend, "scip": ScipBackend,
+                                             "daqp": DaqpBackend}

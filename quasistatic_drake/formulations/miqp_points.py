@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from quasistatic_drake.formulations.miqp import MiqpData
+    from quasistatic_drake.formulations.miqp_data import MiqpData
 
 ROW_TOL = 1e-6    # [m] and [N s]: a dropped point's rows hold to Gurobi's FeasibilityTol
 

@@ -44,7 +44,7 @@ from quasistatic_drake.formulations.qp_sensitivity import (ACTIVE_TOL, active_se
                                                            solution_derivative)
 
 if TYPE_CHECKING:
-    from quasistatic_drake.formulations.miqp import MiqpData
+    from quasistatic_drake.formulations.miqp_data import MiqpData
 
 STATIONARITY_TOL = 1e-7   # relative: a larger residual means y is not the fixed-binary optimum
 # A complementarity pair counts as biactive when both sides are within this of zero: the
