@@ -121,25 +121,40 @@ def long_batch(pads):
 
 def ray_chunk_worker(timeout=120.0):
     """
-    Return the pid of a Ray worker process running a chunk, once one is.
+    Return the pid of a worker of this test's Ray running a chunk, once one is.
 
     A Ray worker names itself after the task it runs (its process title,
     /proc/<pid>/cmdline: 'ray::run_chunk'; 'ray::IDLE' between tasks): the
-    worker itself reports that a chunk has started.
+    worker itself reports that a chunk has started.  Only the workers of
+    this process's Ray count (their parent is its raylet, started with its
+    session directory): another Ray on the machine is left alone.
     """
+    import ray._private.worker as ray_worker
+    session = ray_worker._global_node.get_session_dir_path().encode()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for entry in os.listdir('/proc'):
-            if entry.isdigit():
-                try:
-                    with open(f'/proc/{entry}/cmdline', 'rb') as f:
-                        title = f.read()
-                except OSError:
-                    continue
-                if title.startswith(b'ray::run_chunk'):
-                    return int(entry)
+        for pid in (int(e) for e in os.listdir('/proc') if e.isdigit()):
+            title = proc_file(pid, 'cmdline')
+            if title.startswith(b'ray::run_chunk') and session in proc_file(
+                    parent_pid(pid), 'cmdline'):
+                return pid
         time.sleep(0.01)
     raise AssertionError(f'no Ray worker began a chunk within {timeout} s')
+
+
+def proc_file(pid, name):
+    """Return /proc/<pid>/<name>, or b'' once the process has gone."""
+    try:
+        with open(f'/proc/{pid}/{name}', 'rb') as f:
+            return f.read()
+    except OSError:
+        return b''
+
+
+def parent_pid(pid):
+    """Return the parent of ``pid`` (/proc/<pid>/stat), or 0 once it has gone."""
+    stat = proc_file(pid, 'stat')
+    return int(stat.rsplit(b')', 1)[1].split()[1]) if stat else 0
 
 
 @pytest.mark.parametrize('backend', ['process', 'ray'])
