@@ -55,6 +55,7 @@ class PairProximity(NamedTuple):
     p_BCb: Optional[np.ndarray] = None
     nhat_BA_W: Optional[np.ndarray] = None
     exact_normal: bool = False     # measured by the engine (box_proximity): trust its normal
+    centred: bool = False          # boxes centred on each other: the normal's way is a tie
 
 
 class DrakeQueryFailure(RuntimeError):
@@ -82,9 +83,13 @@ def drake_query(query, *args):
         raise DrakeQueryFailure(str(err)) from err
 
 
-def proximity_pairs(model: QuasistaticModel, tolerance: float) -> list:
+def proximity_pairs(model: QuasistaticModel, tolerance: float,
+                    motion: Optional[np.ndarray] = None) -> list:
     """
     Return the signed-distance pairs within ``tolerance`` at the model's configuration.
+
+    ``motion``, the commanded generalised velocity if known, settles which
+    way boxes centred on each other come apart (:func:`box_proximity`).
 
     Box-box pairs are measured here (:func:`box_proximity`): Drake can abort
     the process on touching boxes, so the model hides them from Drake.  The
@@ -99,7 +104,7 @@ def proximity_pairs(model: QuasistaticModel, tolerance: float) -> list:
         pairs = list(drake_query(query.ComputeSignedDistancePairwiseClosestPoints, tolerance))
     except DrakeQueryFailure:
         pairs = _pairs_one_by_one(model, query, tolerance)
-    return pairs + box_proximity(model, query, tolerance)
+    return pairs + box_proximity(model, query, tolerance, motion)
 
 
 def _pairs_one_by_one(model: QuasistaticModel, query, tolerance: float) -> list:
@@ -124,8 +129,16 @@ def _pairs_one_by_one(model: QuasistaticModel, query, tolerance: float) -> list:
     return pairs
 
 
-def box_proximity(model: QuasistaticModel, query, tolerance: float) -> list:
-    """Return the box-box pairs within ``tolerance``, measured by manifold.box_box_pairs."""
+def box_proximity(model: QuasistaticModel, query, tolerance: float,
+                  motion: Optional[np.ndarray] = None) -> list:
+    """
+    Return the box-box pairs within ``tolerance``, measured by manifold.box_box_pairs.
+
+    ``motion`` is the commanded generalised velocity, if known.  A pair of
+    boxes centred on each other along their axis of least overlap (pads
+    buried exactly halfway through a table) is measured again with it: its
+    way out is the way it is commanded to move (issue 31, defect 14).
+    """
     table = model.box_pairs
     if not table.pairs:
         return []
@@ -133,10 +146,25 @@ def box_proximity(model: QuasistaticModel, query, tolerance: float) -> list:
     for k in table.moving:
         X = model.geometry_pose(table.ids[k])
         R[k], o[k] = X[:, :3], X[:, 3]
-    distance, p_A, p_B, nhat = box_box_pairs(R, o, table.half, table.slot_a, table.slot_b,
-                                             tolerance)
-    return [PairProximity(a, b, distance[k], p_A[k], p_B[k], nhat[k], exact_normal=True)
+    drift = np.zeros_like(o)
+    distance, p_A, p_B, nhat, tied = box_box_pairs(R, o, table.half, table.slot_a,
+                                                   table.slot_b, tolerance, drift)
+    if motion is not None and tied.any() and np.any(tied & (distance <= tolerance)):
+        _commanded_drift(model, table, o, motion, drift)
+        distance, p_A, p_B, nhat, tied = box_box_pairs(R, o, table.half, table.slot_a,
+                                                       table.slot_b, tolerance, drift)
+    return [PairProximity(a, b, distance[k], p_A[k], p_B[k], nhat[k], exact_normal=True,
+                          centred=bool(tied[k]))
             for k, (a, b) in enumerate(table.pairs) if distance[k] <= tolerance]
+
+
+def _commanded_drift(model: QuasistaticModel, table, o: np.ndarray, motion: np.ndarray,
+                     out: np.ndarray) -> None:
+    """Write the velocity of each moving box's centre ``o`` under the velocities ``motion``."""
+    J_w, J_v, origins = model.body_jacobians()
+    for k in table.moving:
+        row = model.moving_slot[model.geometries[table.ids[k]].body_index]
+        out[k] = J_v[row] @ motion + np.cross(J_w[row] @ motion, o[k] - origins[row])
 
 
 @dataclass(frozen=True)

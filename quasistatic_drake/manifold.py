@@ -46,6 +46,9 @@ _ON_SURFACE = 1e-9
 # distance (or the pair's penetration) may give a contact's normal (_polyhedron_towards): a
 # pad's corner on a box's edge takes the face the pad presses on.
 TIE_BAND = 1e-3
+# [m] two boxes' centres this close along their axis of least overlap are centred on each
+# other: either way out is as deep, and the commanded motion picks it (_box_box_sat).
+CENTRED = 1e-9
 
 
 @numba.njit(cache=True)
@@ -750,7 +753,7 @@ _BOX_EDGES = np.array([(i, i | bit) for i in range(8) for bit in (1, 2, 4) if no
 
 
 @numba.njit(cache=True)
-def box_box_pairs(R, o, half, slot_a, slot_b, tolerance):
+def box_box_pairs(R, o, half, slot_a, slot_b, tolerance, drift):
     """
     Return the signed distance of box pairs, as Drake's query would, for those within tolerance.
 
@@ -764,8 +767,15 @@ def box_box_pairs(R, o, half, slot_a, slot_b, tolerance):
     the other's exact field and the 144 edge pairs (_box_box_separation); its
     normal is the line between the witness points, or below 1e-6 m, where
     that line is round-off, the axis of largest separation.
+
+    ``drift`` (n x 3) is each box centre's commanded velocity, zero where
+    none is known.  Boxes centred on each other along their axis of least
+    overlap (pads buried exactly halfway through a table) are equally deep
+    both ways: the way out is the way B is commanded relative to A
+    (_box_box_sat).  Also returns, per pair, whether it was such a tie.
     """
     n = slot_a.shape[0]
+    tied = np.zeros(n, dtype=np.bool_)
     distance = np.full(n, np.inf)
     p_A = np.zeros((n, 3))
     p_B = np.zeros((n, 3))
@@ -782,7 +792,8 @@ def box_box_pairs(R, o, half, slot_a, slot_b, tolerance):
         if apart @ apart > reach * reach:
             continue                       # their bounding spheres are beyond the tolerance
         A, B = axes[a], axes[b]
-        gap, axis = _box_box_sat(A, o[a], half[a], B, o[b], half[b])
+        gap, axis, tied[k] = _box_box_sat(A, o[a], half[a], B, o[b], half[b],
+                                          drift[b] - drift[a])
         if gap > tolerance:
             continue
         if gap <= 0.0:
@@ -798,21 +809,25 @@ def box_box_pairs(R, o, half, slot_a, slot_b, tolerance):
         p_A[k] = A @ (wa - o[a])
         p_B[k] = B @ (wb - o[b])
         nhat[k] = normal
-    return distance, p_A, p_B, nhat
+    return distance, p_A, p_B, nhat, tied
 
 
 @numba.njit(cache=True)
-def _box_box_sat(A, o_A, h_A, B, o_B, h_B):
+def _box_box_sat(A, o_A, h_A, B, o_B, h_B, drift):
     """
-    Return the largest separation of two boxes over the 15 separating axes, and its axis.
+    Return the largest separation of two boxes over the 15 separating axes, its axis, a tie.
 
     ``A`` and ``B`` hold each box's axes as rows.  The returned axis is a
     unit vector oriented from A towards B.  A positive value is a lower
     bound of the distance; otherwise its negative is the penetration depth
-    (the least overlap), exact for boxes.
+    (the least overlap), exact for boxes.  Where the centres are within
+    CENTRED of each other along the axis, either orientation is as deep:
+    the axis takes the way of ``drift``, B's commanded velocity relative to
+    A's (if none, +), and the third value is True.
     """
     dx, dy, dz = o_B[0] - o_A[0], o_B[1] - o_A[1], o_B[2] - o_A[2]
     best = -np.inf
+    best_along = 1.0
     best_axis = np.array([0.0, 0.0, 1.0])
     for k in range(15):
         if k < 3:
@@ -834,10 +849,14 @@ def _box_box_sat(A, o_A, h_A, B, o_B, h_B):
         along = ux * dx + uy * dy + uz * dz
         gap = abs(along) - r
         if gap > best + 1e-15:             # the face axes win ties
-            best = gap
-            sign = 1.0 if along >= 0.0 else -1.0
-            best_axis[0], best_axis[1], best_axis[2] = sign * ux, sign * uy, sign * uz
-    return best, best_axis
+            best, best_along = gap, along
+            best_axis[0], best_axis[1], best_axis[2] = ux, uy, uz
+    tie = abs(best_along) <= CENTRED
+    if tie:
+        best_along = best_axis @ drift
+    if best_along < 0.0:
+        best_axis *= -1.0
+    return best, best_axis, tie
 
 
 @numba.njit(cache=True)

@@ -121,7 +121,7 @@ class StepLoop:
         self.h = scenario.time_step
         # proximity pairs of the last q and tolerance asked: a step's q_next is the next
         # step's q.  Keyed by both, so it never changes a result.
-        self._pairs_cache: Optional[tuple[bytes, list]] = None
+        self._pairs_cache: Optional[tuple[bytes, bytes, list]] = None
         self._moves = self._velocities_of_geometries()
 
     def _velocities_of_geometries(self) -> dict:
@@ -160,8 +160,9 @@ class StepLoop:
         v_lin = self._first_linearisation(q, formulation.linearisation_velocity(warm_start))
         q_lin = self.linearisation_point(q, v_lin)
         problem = self.problem(q, q_lin, q_ref, v_bar, tau_ext, v_a)
-        start_gaps = self._pair_gaps(q)          # first: the last step's query at its q_next
-        found = self.contacts(q_lin, tolerance, v_lin)
+        motion = self._commanded_motion(q, q_ref, v_bar)
+        start_gaps = self._pair_gaps(q, motion)  # first: the last step's query at its q_next
+        found = self.contacts(q_lin, tolerance, v_lin, motion)
         iterates: list[Iterate] = []
         best: Optional[Iterate] = None
         offsets, parent = dict(formulation.gap_offsets(warm_start)), None
@@ -179,7 +180,7 @@ class StepLoop:
             self.model.set_positions(q)
             q_next = self.integrate(q, v)
             residuals, unseen, signed = self._residuals(q_next, contacts, v, offsets,
-                                                        start_gaps)
+                                                        start_gaps, motion)
             iterate = Iterate(attempt, problem, contacts, q_next, v_lin, tolerance,
                               wider is not None, max([unseen, *residuals.values()]),
                               iteration, offsets, residuals, parent, signed)
@@ -206,7 +207,7 @@ class StepLoop:
             if wider is not None:               # detect further
                 tolerance = max(tolerance, wider)
             if wider is not None or parent is None:
-                found = self.contacts(q_lin, tolerance, v_lin)
+                found = self.contacts(q_lin, tolerance, v_lin, motion)
         return self._result(best, iterates, q, q_ref, v_bar, tau_ext, v_a, gradients, start,
                             warm_start)
 
@@ -238,11 +239,23 @@ class StepLoop:
                                       getattr(solution, "recovery_fraction", 1.0)),
                 reference_limited=reference_limited, iterations=best.iteration))
 
-    def _pair_gaps(self, q: np.ndarray) -> dict:
+    def _commanded_motion(self, q: np.ndarray, q_ref: np.ndarray,
+                          v_bar: np.ndarray) -> np.ndarray:
+        """
+        Return the generalised velocity the robots are commanded to: (q_ref + h v_bar - q) / h.
+
+        The objects' entries are zero.  It only settles which way boxes
+        centred on each other come apart (contact_detection.box_proximity).
+        """
+        motion = np.zeros(self.model.n_v)
+        motion[self.data.robot_v_idx] = (q_ref - q[self.data.robot_q_idx]) / self.h + v_bar
+        return motion
+
+    def _pair_gaps(self, q: np.ndarray, motion: np.ndarray) -> dict:
         """Return {geometry pair: its signed distance at q} within the detection tolerance."""
         geometries = self.model.geometries
         gaps: dict = {}
-        for p in self.pairs(q, self.scenario.contact_detection_tolerance):
+        for p in self.pairs(q, self.scenario.contact_detection_tolerance, motion):
             if math.isfinite(p.distance):
                 a, b = geometries[p.id_A].index, geometries[p.id_B].index
                 key = (min(a, b), max(a, b))
@@ -250,7 +263,8 @@ class StepLoop:
         return gaps
 
     def _residuals(self, q_next: np.ndarray, contacts: ContactSet, v: np.ndarray,
-                   offsets: dict, start_gaps: dict) -> tuple[dict, float, dict]:
+                   offsets: dict, start_gaps: dict,
+                   motion: np.ndarray) -> tuple[dict, float, dict]:
         """
         Return how much deeper than its rows predicted each pair ends the step [m].
 
@@ -267,7 +281,7 @@ class StepLoop:
         is never below the pair's gap at q (``start_gaps``): the step may work
         a penetration off, not deepen it, whatever rows taken far from q say.
         """
-        near = [p for p in self.pairs(q_next, self.scenario.contact_detection_tolerance)
+        near = [p for p in self.pairs(q_next, self.scenario.contact_detection_tolerance, motion)
                 if math.isfinite(p.distance)]
         predicted: dict = {}
         if contacts.n_c and contacts.geometry_a is not None:
@@ -350,14 +364,16 @@ class StepLoop:
         return problem if np.isscalar(trust) and trust == 1.0 else replace(problem, trust=trust)
 
     def contacts(self, q_lin: np.ndarray, tolerance: float,
-                 v_lin: Optional[np.ndarray] = None) -> ContactSet:
+                 v_lin: Optional[np.ndarray] = None,
+                 motion: Optional[np.ndarray] = None) -> ContactSet:
         """
         Return the contacts the formulation takes at q_lin, within ``tolerance``.
 
         Their gaps are those at q: phi(q_lin) - h J_n v_lin, so that a row
         reads phi(q_lin) + h J_n (v' - v_lin) >= 0 at the step's end.
+        ``motion`` is the commanded velocity (``_commanded_motion``).
         """
-        pairs = self.pairs(q_lin, tolerance)
+        pairs = self.pairs(q_lin, tolerance, motion)
         self.model.set_positions(q_lin)
         contacts = self.formulation.contacts(self.detector.detect(tolerance, pairs))
         if contacts.n_c and v_lin is not None and np.any(v_lin):
@@ -448,13 +464,24 @@ class StepLoop:
             return None
         return reach_needed + self.scenario.contact_detection_tolerance
 
-    def pairs(self, q: np.ndarray, tolerance: float) -> list:
-        """Signed-distance pairs within tolerance at q (the last asked are kept)."""
+    def pairs(self, q: np.ndarray, tolerance: float,
+              motion: Optional[np.ndarray] = None) -> list:
+        """
+        Signed-distance pairs within tolerance at q (the last asked are kept).
+
+        ``motion`` (the commanded velocity) only matters to boxes centred on
+        each other (contact_detection.box_proximity): kept pairs with none
+        such serve any motion.
+        """
         key = q.tobytes() + np.float64(tolerance).tobytes()
-        if self._pairs_cache is None or self._pairs_cache[0] != key:
+        moves = b'' if motion is None else motion.tobytes()
+        kept = self._pairs_cache
+        if (kept is None or kept[0] != key
+                or (kept[1] != moves and any(getattr(p, 'centred', False) for p in kept[2]))):
             self.model.set_positions(q)
-            self._pairs_cache = (key, proximity_pairs(self.model, tolerance))
-        return self._pairs_cache[1]
+            kept = (key, moves, proximity_pairs(self.model, tolerance, motion))
+            self._pairs_cache = kept
+        return kept[2]
 
     def min_phi(self, q: np.ndarray) -> float:
         """Return the smallest Drake signed distance of the pairs within tolerance at q."""

@@ -22,13 +22,30 @@ HALF = 0.05
 S2 = np.sqrt(2.0)
 
 
-def measure(X_A, X_B, half_A=(HALF,) * 3, half_B=(HALF,) * 3, tolerance=np.inf):
-    """Return (distance, p_ACa, p_BCb, nhat_BA_W) of one pair of boxes."""
+def measure(X_A, X_B, half_A=(HALF,) * 3, half_B=(HALF,) * 3, tolerance=np.inf,
+            drift=np.zeros((2, 3)), with_tie=False):
+    """Return (distance, p_ACa, p_BCb, nhat_BA_W) of one pair of boxes (and its tie flag)."""
     R = np.array([X_A.rotation().matrix(), X_B.rotation().matrix()])
     o = np.array([X_A.translation(), X_B.translation()])
-    d, p_A, p_B, n = box_box_pairs(R, o, np.array([half_A, half_B], dtype=float),
-                                   np.array([0]), np.array([1]), tolerance)
-    return d[0], p_A[0], p_B[0], n[0]
+    d, p_A, p_B, n, tied = box_box_pairs(R, o, np.array([half_A, half_B], dtype=float),
+                                         np.array([0]), np.array([1]), tolerance,
+                                         np.asarray(drift, dtype=float))
+    return (d[0], p_A[0], p_B[0], n[0]) + ((bool(tied[0]),) if with_tie else ())
+
+
+@pytest.mark.parametrize('drift_B, normal', [((0, 0, 1), (0, 0, -1)), ((0, 0, -1), (0, 0, 1)),
+                                             ((0, 0, 0), (0, 0, -1))])
+def test_centred_boxes_come_apart_the_way_b_is_commanded(drift_B, normal):
+    """A thin pad centred in a slab's thickness: as deep up as down; its drift picks the way."""
+    slab, pad = (0.6, 0.4, HALF), (0.01, 0.03, 0.03)
+    X_B = pose([0.07, 0, 0])
+    d, p_A, p_B, n, tied = measure(pose([0, 0, 0]), X_B, slab, pad,
+                                   drift=[(0, 0, 0), drift_B], with_tie=True)
+    assert tied and d == pytest.approx(-(HALF + 0.03), abs=1e-15)
+    np.testing.assert_allclose(n, normal, atol=1e-15)        # from B to A: B leaves along -n
+    d_off, _, _, n_off, tied_off = measure(pose([0, 0, 0]), pose([0.07, 0, 1e-6]), slab, pad,
+                                           drift=[(0, 0, 0), (0, 0, -1)], with_tie=True)
+    assert not tied_off and n_off[2] == -1.0, 'off centre, the shallower way wins'
 
 
 def pose(xyz, rpy=(0, 0, 0)):

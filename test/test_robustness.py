@@ -231,6 +231,29 @@ def test_buried_pads_climb_out():
     assert sim.robot_positions(results[-1].q_next, 'pads')[0] > 0.1, 'and it keeps rising'
 
 
+@pytest.mark.parametrize('speed', [0.2, -0.2])
+def test_pads_buried_exactly_halfway_leave_the_way_they_are_commanded(speed):
+    """
+    Pads centred in the table's thickness are as deep both ways: they leave as commanded.
+
+    Before, the tie went to the table's bottom face whatever the command
+    (issue 31, defect 14): lifted, the pads came out underneath and pressed
+    up against the table for good.
+    """
+    sim = config_sim('two_pads_lift', robots__initial_positions=[-0.05, -0.07, 0.07])
+    q0 = sim.default_positions()
+    assert sim.min_signed_distance(q0) == pytest.approx(-0.08, abs=1e-12)
+    results = roll(sim, q0, {'pads': [speed, 0, 0]}, 10)
+    lifts = [sim.robot_positions(r.q_next, 'pads')[0] for r in results]
+    assert min(sim.min_signed_distance(r.q_next) for r in results[1:]) > PENETRATION_LIMIT
+    if speed > 0:
+        assert lifts[0] == pytest.approx(0.03, abs=1e-6), 'out through the top face'
+        assert lifts[-1] > 0.1, 'and it keeps rising'
+    else:
+        assert lifts[0] == pytest.approx(-0.13, abs=1e-6), 'out through the bottom face'
+        assert lifts[-1] < -0.2, 'and it keeps sinking'
+
+
 def test_reference_lead_is_bounded_while_a_robot_is_blocked():
     """Pads pushed into the table for 10 s: the reference leads by max_reference_lead at most."""
     sim = config_sim('two_pads_lift')
