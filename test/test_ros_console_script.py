@@ -56,12 +56,12 @@ def test_console_script_serves_an_unseen_scenario(tmp_path, harness):
         msg = wait_for_node(probe, node)
         assert list(msg.name) == ['lift', 'left', 'right']
         assert list(msg.position) == pytest.approx([0.05, -0.07, 0.07])
-        crate = wait_for(lambda: transform_of(list(probe.tf), 'crate_body'), what='/tf')
+        crate = wait_for(lambda: transform_of(list(probe.tf), 'crate/crate_body'), what='/tf')
         assert crate.header.frame_id == 'world'
         assert crate.transform.translation.z == pytest.approx(0.05, abs=2e-3)
         static = tf_children(wait_for(lambda: list(probe.tf_static), what='/tf_static'))
-        assert set(static) == {'slab'}
-        assert {'lift_link', 'left_link', 'right_link', 'crate_body'} <= set(
+        assert set(static) == {'ground/slab'}
+        assert {'pads/lift_link', 'pads/left_link', 'pads/right_link', 'crate/crate_body'} <= set(
             tf_children(list(probe.tf)))
         # a command moves the lift; bad messages are refused and the command is kept
         probe.send_velocities([0.2, 0.0, 0.0])

@@ -200,7 +200,7 @@ def test_flood_of_commands_and_service_calls(tmp_path, harness):
                             'paused at t = 0 after the reset')
         positions = probe.positions_at(0.0)
         assert [positions[j] for j in joints] == pytest.approx(Q0, abs=1e-12)
-        box = wait_for(lambda: (t := transform_of(list(probe.tf), 'box_link'))
+        box = wait_for(lambda: (t := transform_of(list(probe.tf), 'box/box_link'))
                        and stamp(t.header) == 0.0 and t, what='/tf of the box at t = 0')
         p = box.transform.translation
         assert [p.x, p.y, p.z] == pytest.approx(BOX_XYZ, abs=1e-9)

@@ -48,7 +48,7 @@ def test_the_node_pushes_the_disk_under_the_lcp_with_meshcat(harness):
         assert end['x1'] == pytest.approx(start['x1'], abs=1e-3)
 
         def disk_pushed():
-            t = transform_of(list(probe.tf), 'disk')
+            t = transform_of(list(probe.tf), 'disk/disk')
             return t if t is not None and stamp(t.header) >= STEPS * H - 1e-9 else None
         disk = wait_for(disk_pushed, what='/tf of the disk after the push')
         assert disk.header.frame_id == 'world'

@@ -66,15 +66,16 @@ def test_joint_states_tf_and_clock(ros):
     stamps = [c.clock.sec + 1e-9 * c.clock.nanosec for c in list(probe.clock)]
     assert all(b >= a for a, b in zip(stamps, stamps[1:])) and stamps[-1] > stamps[0]
     # world -> cylinder (its URDF link) on /tf: at rest on the table, upright
-    cylinder = wait_for(lambda: transform_of(list(probe.tf), 'cylinder_link'), what='/tf')
+    cylinder = wait_for(lambda: transform_of(list(probe.tf), 'cylinder/cylinder_link'), what='/tf')
     assert cylinder.header.frame_id == 'world'
     p = cylinder.transform.translation
     assert np.allclose([p.x, p.y, p.z], [0.55, 0.0, 0.07], atol=2e-3)
     # welded environment and the arm's base on /tf_static; robot links on /tf
     static = tf_children(wait_for(lambda: list(probe.tf_static), what='/tf_static'))
-    assert set(static) == {'arm_table_top', 'iiwa_link_0'}
+    assert set(static) == {'table/arm_table_top', 'iiwa/iiwa_link_0'}
     moving = tf_children(list(probe.tf))
-    assert {'iiwa_link_7', 'gripper_tcp', 'wsg_left_finger', 'cylinder_link'} <= set(moving)
+    assert {'iiwa/iiwa_link_7', 'iiwa/gripper_tcp', 'iiwa/wsg_left_finger',
+            'cylinder/cylinder_link'} <= set(moving)
 
 
 def test_no_tf_edge_twice(ros):
@@ -94,7 +95,7 @@ def test_tf_matches_drake_kinematics(ros, paused):
     plant, context = sim.model.plant, sim.model.plant_context
     sim.model.set_positions(sim.default_positions())
     X = plant.EvalBodyPoseInWorld(context, plant.GetBodyByName('gripper_tcp'))
-    t = wait_for(lambda: (t := transform_of(list(paused.tf), 'gripper_tcp'))
+    t = wait_for(lambda: (t := transform_of(list(paused.tf), 'iiwa/gripper_tcp'))
                  and stamp(t.header) == 0.0 and t, what='/tf at t = 0 (after the reset)')
     p, r = t.transform.translation, t.transform.rotation
     assert np.allclose([p.x, p.y, p.z], X.translation(), atol=1e-9)

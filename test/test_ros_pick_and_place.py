@@ -42,7 +42,7 @@ def cylinder_xyz(probe, t):
     def at_t():
         with probe.lock:
             recent = probe.tf[-20:]    # the newest messages: /tf grows at publish_rate
-        msg = transform_of(recent, 'cylinder_link')
+        msg = transform_of(recent, 'cylinder/cylinder_link')
         stamp = msg and msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         return msg if msg and abs(stamp - t) < 1e-9 else None
     p = wait_for(at_t, what=f'/tf of the cylinder at t = {t}').transform.translation

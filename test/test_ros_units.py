@@ -2,16 +2,19 @@
 
 import json
 import math
+import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
+import yaml
 
 from conftest import make_sim, pads_robot, sdf_box_object, write
 from quasistatic_drake import CommandError, QuasistaticSimulator, Scenario
 from quasistatic_drake.ros.commands import CommandBuffer
-from quasistatic_drake.ros.description import robots_rooted_at_world
+from quasistatic_drake.ros.description import (DescriptionError, robot_descriptions,
+                                               robots_rooted_at_world)
 from quasistatic_drake.ros.conversions import stamp_seconds, status_dict, status_msg, time_msg
-from quasistatic_drake.ros.frames import frame_layout, joint_layout
+from quasistatic_drake.ros.frames import frame_layout, FrameNameClash, joint_layout
 from quasistatic_drake.ros.pacing import Pacer
 from quasistatic_drake.ros.params import (DEFAULT_SCENARIO, node_params, ParameterError,
                                           PARAMETERS, scenario_path)
@@ -27,6 +30,7 @@ def test_parameter_defaults_and_checks():
     for name, bad in [('real_time_rate', -1.0), ('publish_rate', 0.0), ('clock_rate', math.inf),
                       ('command_timeout', 'soon'), ('meshcat', 1), ('meshcat_port', 70000),
                       ('scenario', ''), ('frame_prefix', 3), ('publish_robot_tf', 'yes'),
+                      ('model_prefix', 'no'),
                       # a timer's period is whole nanoseconds: 1e-300 killed the node
                       ('real_time_rate', 1e-300), ('real_time_rate', 1e-11),
                       ('real_time_rate', 1e7), ('publish_rate', 1e-300), ('clock_rate', 1e300)]:
@@ -36,7 +40,7 @@ def test_parameter_defaults_and_checks():
         node_params({'rate': 1.0})
     assert list(PARAMETERS) == ['scenario', 'real_time_rate', 'publish_rate', 'clock_rate',
                                 'command_timeout', 'meshcat', 'meshcat_port', 'meshcat_host',
-                                'frame_prefix', 'publish_robot_tf']
+                                'frame_prefix', 'model_prefix', 'publish_robot_tf']
 
 
 # ----- commands -----------------------------------------------------------------------
@@ -94,25 +98,33 @@ def two_crates(tmp_path):
                     {'name': 'two', 'file': crate, 'initial_pose': {'xyz': [0.5, 0, 0.05]}}]})
 
 
-def test_frames_are_unique_and_qualified_where_links_clash(tmp_path):
+def test_frames_are_model_slash_link(tmp_path):
+    """By default every frame is <model>/<link>: two models sharing a link name, and all."""
     layout = frame_layout(two_crates(tmp_path).model, frame_prefix='sim/')
     names = layout.all_names()
     assert len(names) == len(set(names))
-    assert {'sim/one/crate_body', 'sim/two/crate_body', 'sim/lift_link'} <= set(names)
+    assert {'sim/one/crate_body', 'sim/two/crate_body', 'sim/pads/lift_link'} <= set(names)
     assert layout.static == ()
+
+
+def test_bare_link_names_are_qualified_only_where_links_clash(tmp_path):
+    layout = frame_layout(two_crates(tmp_path).model, frame_prefix='sim/', model_prefix=False)
+    names = layout.all_names()
+    assert len(names) == len(set(names))
+    assert {'sim/one/crate_body', 'sim/two/crate_body', 'sim/lift_link'} <= set(names)
 
 
 def test_frames_without_robot_tf(tmp_path):
     arm = QuasistaticSimulator(Scenario.from_yaml(ARM_SCENARIO)).model
     full = frame_layout(arm)
-    assert [f.name for f in full.static] == ['iiwa_link_0', 'arm_table_top']
+    assert [f.name for f in full.static] == ['iiwa/iiwa_link_0', 'table/arm_table_top']
     # robot_state_publisher covers the arm (its URDF starts at 'world'): only objects remain
     rsp = frame_layout(arm, publish_robot_tf=False, robots_rooted_at_world={'iiwa'})
-    assert [f.name for f in rsp.moving] == ['cylinder_link']
-    assert [f.name for f in rsp.static] == ['arm_table_top']
+    assert [f.name for f in rsp.moving] == ['cylinder/cylinder_link']
+    assert [f.name for f in rsp.static] == ['table/arm_table_top']
     # a robot welded by the scenario: the node publishes its base weld, nothing else
     welded = frame_layout(arm, publish_robot_tf=False)
-    assert [f.name for f in welded.static] == ['iiwa_link_0', 'arm_table_top']
+    assert [f.name for f in welded.static] == ['iiwa/iiwa_link_0', 'table/arm_table_top']
 
 
 def test_robots_rooted_at_world(tmp_path):
@@ -136,6 +148,53 @@ def test_joint_layout_qualifies_clashing_names(tmp_path):
     assert layout.names == ('pads/lift', 'pads/left', 'pads/right', 'pads2/lift',
                             'pads2/left', 'pads2/right')
     assert layout.robot_slices == {'pads': slice(0, 3), 'pads2': slice(3, 6)}
+
+
+def two_pads_robots(tmp_path):
+    """Return (scenario file, model) of two robots from one URDF: links and joints shared."""
+    first = pads_robot(tmp_path, 0.8)
+    second = dict(first, name='pads2', initial_positions=[0.5, -0.07, 0.07])
+    data = {'time_step': 0.1, 'robots': [first, second]}
+    (tmp_path / 'two.yaml').write_text(yaml.safe_dump(data))
+    return tmp_path / 'two.yaml', make_sim(tmp_path, data).model
+
+
+def described(text):
+    """Return (links but world, moving joints) of a robot_description; check its joints' ends."""
+    root = ET.fromstring(text)
+    links = {link.get('name') for link in root.iter('link')} - {'world'}
+    for joint in root.iter('joint'):
+        assert {joint.find(end).get('link') for end in ('parent', 'child')} <= links | {'world'}
+    return links, [j.get('name') for j in root.iter('joint') if j.get('type') != 'fixed']
+
+
+def test_robot_descriptions_name_links_and_joints_as_the_node_does(tmp_path):
+    """Two robots from one URDF: robot_description's links are the node's frames, joints its."""
+    scenario, model = two_pads_robots(tmp_path)
+    frames = set(frame_layout(model).all_names())
+    links, joints = set(), []
+    for robot, text in robot_descriptions(scenario).items():
+        robot_links, robot_joints = described(text)
+        assert all(name.startswith(f'{robot}/') for name in robot_links)
+        links |= robot_links
+        joints += robot_joints
+    assert links <= frames and {'pads/lift_link', 'pads2/lift_link'} <= links
+    assert joints == list(joint_layout(model).state_names)    # shared: <robot>/<joint>
+
+
+def test_bare_names_are_refused_where_robot_state_publisher_would_publish_one_twice(tmp_path):
+    scenario, model = two_pads_robots(tmp_path)
+    with pytest.raises(DescriptionError, match=r"robots \['pads', 'pads2'\] share the link "
+                                               r"name 'lift_link'.*Fix: set model_prefix true"):
+        robot_descriptions(scenario, model_prefix=False)
+    with pytest.raises(FrameNameClash, match=r"robot 'pads' and model\(s\) \['pads2'\] share "
+                                             r"the link name 'lift_link'.*Fix"):
+        frame_layout(model, publish_robot_tf=False, model_prefix=False)
+    # the arm's names are its own: bare, as the node's
+    arm = QuasistaticSimulator(Scenario.from_yaml(ARM_SCENARIO)).model
+    links, _ = described(robot_descriptions(ARM_SCENARIO, model_prefix=False)['iiwa'])
+    assert 'iiwa_link_7' in links
+    assert links <= set(frame_layout(arm, model_prefix=False).all_names())
 
 
 # ----- conversions and the session ----------------------------------------------------

@@ -12,10 +12,13 @@ rewrites a Drake URDF into plain URDF:
 * every other element or attribute in Drake's namespace is removed
   (``drake:proximity_properties``, ``drake:collision_filter_group``, ...).
 
-Links, joints, limits and names are kept, so TF frames and /joint_states
-names match the simulator's.  :func:`robot_descriptions` does this for the
-robots of a scenario file, and :func:`robot_state_publisher_parameters` the
-parameters the launch files give robot_state_publisher.  No rclpy.
+Links, joints and limits are kept.  :func:`robot_descriptions` does this
+for the robots of a scenario file and names links and joints as the node's
+TF frames and /joint_states do (frames.py): ``<robot>/<link>`` (``world``
+stays ``world``; with the node's ``model_prefix`` false, the bare link name),
+and ``<robot>/<joint>`` for a joint name two robots share.
+:func:`robot_state_publisher_parameters` gives the parameters the launch
+files give robot_state_publisher.  No rclpy.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import copy
 import math
 import re
 import xml.etree.ElementTree as ET
+from collections import Counter
 from pathlib import Path
 from typing import Optional
 
@@ -31,6 +35,7 @@ import numpy as np
 import yaml
 
 NODE_NAME = "quasistatic_sim"
+WORLD_LINK = "world"        # the root frame: never prefixed
 DRAKE_NS = "http://drake.mit.edu"
 _DRAKE = "{" + DRAKE_NS + "}"
 _URDF_SHAPES = ("box", "cylinder", "sphere", "mesh")
@@ -40,8 +45,15 @@ class DescriptionError(ValueError):
     """A model that cannot become a robot_description; the message says how to fix it."""
 
 
-def ros_urdf(urdf_text: str, source: str = "<urdf>") -> str:
-    """Return ``urdf_text`` rewritten as plain URDF (module docstring)."""
+def ros_urdf(urdf_text: str, source: str = "<urdf>", link_prefix: str = "",
+             joint_names: Optional[dict] = None) -> str:
+    """
+    Return ``urdf_text`` rewritten as plain URDF (module docstring).
+
+    Every link but ``world`` is renamed ``link_prefix + name``; joints named
+    in ``joint_names`` ({old: new}) are renamed, with the mimics that follow
+    them.
+    """
     root = _parse(urdf_text, source)
     if root.tag != "robot":
         raise DescriptionError(f"{source}: the root element is <{root.tag}>, not <robot>. "
@@ -51,7 +63,33 @@ def ros_urdf(urdf_text: str, source: str = "<urdf>") -> str:
             for element in list(link.findall(kind)):
                 _convert_shape(link, element, source)
     _strip_drake(root)
+    _rename(root, link_prefix, joint_names or {})
     return ET.tostring(root, encoding="unicode")
+
+
+def _rename(root: ET.Element, link_prefix: str, joint_names: dict) -> None:
+    """Rename links (all but ``world``) and the joints of ``joint_names``, where used."""
+    def link(name: Optional[str]) -> Optional[str]:
+        return name if name in (None, WORLD_LINK) else link_prefix + name
+
+    for element in root.iter("link"):
+        element.set("name", link(element.get("name")))
+    for joint in root.iter("joint"):
+        if joint.get("name") in joint_names:
+            joint.set("name", joint_names[joint.get("name")])
+        for end in ("parent", "child"):
+            element = joint.find(end)
+            if element is not None and element.get("link") is not None:
+                element.set("link", link(element.get("link")))
+        mimic = joint.find("mimic")
+        if mimic is not None and mimic.get("joint") in joint_names:
+            mimic.set("joint", joint_names[mimic.get("joint")])
+
+
+def moving_joints(urdf_text: str, source: str = "<urdf>") -> list[str]:
+    """Return the names of a URDF's joints that are not fixed (those /joint_states carries)."""
+    return [j.get("name") for j in _parse(urdf_text, source).iter("joint")
+            if j.get("type") != "fixed" and j.get("name")]
 
 
 def root_link(urdf_text: str) -> str:
@@ -109,19 +147,47 @@ def robot_file(scenario, spec) -> str:
     return url
 
 
-def robot_descriptions(scenario_file: str | Path) -> dict[str, str]:
-    """Return {robot name: plain URDF} for every robot of a scenario YAML file."""
+def robot_descriptions(scenario_file: str | Path, model_prefix: bool = True) -> dict[str, str]:
+    """
+    Return {robot name: plain URDF} for every robot of a scenario YAML file.
+
+    Its links and joints are named as the node's TF frames and /joint_states
+    (module docstring; ``model_prefix`` as the node's parameter).
+    """
     from quasistatic_drake.scenario import Scenario   # validates; ScenarioError if bad
     scenario = Scenario.from_yaml(scenario_file)
-    out = {}
+    texts = {}
     for robot in scenario.robots:
         path = robot_file(scenario, robot)
         if not path.endswith(".urdf"):
             raise DescriptionError(f"{robot.where}: '{path}' is not a URDF file; "
                                    "robot_state_publisher needs URDF. Fix: keep "
                                    "publish_robot_tf true (the node publishes the robot's TF).")
-        out[robot.name] = ros_urdf(Path(path).read_text(), robot.where)
+        texts[robot.name] = (Path(path).read_text(), robot.where)
+    counts = Counter(j for text, where in texts.values() for j in moving_joints(text, where))
+    if not model_prefix:
+        _refuse_shared_links(texts)
+    out = {}
+    for name, (text, where) in texts.items():
+        shared = {j: f"{name}/{j}" for j in moving_joints(text, where) if counts[j] > 1}
+        out[name] = ros_urdf(text, where, f"{name}/" if model_prefix else "", shared)
     return out
+
+
+def _refuse_shared_links(texts: dict) -> None:
+    """Raise DescriptionError if two robots' URDFs share a link name (but ``world``)."""
+    owners: dict = {}
+    for name, (text, where) in texts.items():
+        for link in _parse(text, where).iter("link"):
+            if link.get("name") != WORLD_LINK:
+                owners.setdefault(link.get("name"), []).append(name)
+    shared = {link: robots for link, robots in owners.items() if len(robots) > 1}
+    if shared:
+        link, robots = next(iter(shared.items()))
+        raise DescriptionError(f"robots {robots} share the link name '{link}': with "
+                               "model_prefix false, their robot_state_publishers would both "
+                               "publish that frame. Fix: set model_prefix true (frames "
+                               "<robot>/<link>).")
 
 
 def robot_state_publisher_parameters(scenario_file: str | Path,
@@ -129,15 +195,17 @@ def robot_state_publisher_parameters(scenario_file: str | Path,
     """
     Return {robot: robot_state_publisher parameters} for a scenario's robots.
 
-    ``robot_description`` is :func:`ros_urdf` of the robot's URDF;
-    ``frame_prefix`` is the node's, read from the params file
-    (``quasistatic_sim: ros__parameters: frame_prefix``); ``use_sim_time`` is true.
+    ``robot_description`` is the robot's from :func:`robot_descriptions`,
+    named as the node names its frames; ``frame_prefix`` is the node's, and
+    ``model_prefix`` too is read from the params file (``quasistatic_sim:
+    ros__parameters:``); ``use_sim_time`` is true.
     """
     data = yaml.safe_load(Path(sim_params_file).read_text()) or {}
     node = (data.get(NODE_NAME) or {}).get("ros__parameters") or {}
     prefix = str(node.get("frame_prefix", ""))
+    model_prefix = node.get("model_prefix", True) is not False
     return {robot: {"robot_description": xml, "frame_prefix": prefix, "use_sim_time": True}
-            for robot, xml in robot_descriptions(scenario_file).items()}
+            for robot, xml in robot_descriptions(scenario_file, model_prefix).items()}
 
 
 def _parse(text: str, source: str) -> ET.Element:

@@ -2,9 +2,13 @@
 ROS names for a scenario's Drake model: TF frames and /joint_states joints.
 
 TF follows robot_state_publisher's conventions: the root frame is ``world``,
-every other frame is a URDF/SDFormat link name (Drake's body name) with the
-node's ``frame_prefix`` in front, and every frame has exactly one parent,
-``world``: the node publishes each body's pose in the world, never a chain.
+every other frame is ``<model instance>/<link>`` (the scenario's name of the
+model, then the URDF/SDFormat link name, Drake's body name) with the node's
+``frame_prefix`` in front, and every frame has exactly one parent, ``world``:
+the node publishes each body's pose in the world, never a chain.  So Drake's
+foam brick is ``brick/base_link``, not a second ``base_link``, and the
+robot_description of a robot names its links the same way
+(description.robot_descriptions).
 
 * bodies welded to the world (the environment, a robot's base) go on
   /tf_static once;
@@ -17,9 +21,11 @@ root link; when that root is not ``world`` (the scenario welds it at
 ``pose``), the node publishes world -> root on /tf_static, and nothing else of
 that robot.
 
-A link name used by two models (two objects from one file) is qualified as
+With ``model_prefix`` false, frames are bare link names, and a link name
+used by two models (two objects from one file) is qualified as
 ``<model>/<link>`` in all of them, so no frame is published twice.  Joint
-names are qualified the same way.  Nothing here imports rclpy.
+names (/joint_states) are bare unless two robots share one, then
+``<robot>/<joint>``.  Nothing here imports rclpy.
 """
 
 from __future__ import annotations
@@ -102,25 +108,37 @@ def joint_layout(model: QuasistaticModel) -> JointLayout:
         state_v_idx=np.array([*v_idx, *(f.v_idx for _, f in followers)], dtype=int))
 
 
+class FrameNameClash(ValueError):
+    """Bare link names that robot_state_publisher would publish twice; says how to fix it."""
+
+
 def frame_layout(model: QuasistaticModel, frame_prefix: str = "",
                  publish_robot_tf: bool = True,
-                 robots_rooted_at_world: Collection[str] = ()) -> FrameLayout:
+                 robots_rooted_at_world: Collection[str] = (),
+                 model_prefix: bool = True) -> FrameLayout:
     """
     Return the frames the node publishes (module docstring).
 
     ``robots_rooted_at_world`` names the robots whose robot_description has
     the root link ``world`` (robot_state_publisher then publishes their
     base weld too); it matters only when ``publish_robot_tf`` is false.
+    Raises FrameNameClash if ``model_prefix`` and ``publish_robot_tf`` are
+    both false and a robot shares a link name with another model: the node
+    would qualify it, robot_state_publisher (from the bare
+    robot_description) would not.
     """
     plant = model.plant
     robots = {r.name for r in model.robots}
     welded = {int(b.index()) for b in plant.GetBodiesWeldedTo(plant.world_body())}
     bodies = [plant.get_body(BodyIndex(i)) for i in range(1, plant.num_bodies())]
     counts = Counter(b.name() for b in bodies)
+    if not (model_prefix or publish_robot_tf):
+        _refuse_shared_robot_links(plant, bodies, robots, counts)
     static, moving = [], []
     for body in bodies:
         index, owner = int(body.index()), plant.GetModelInstanceName(body.model_instance())
-        link = body.name() if counts[body.name()] == 1 else f"{owner}/{body.name()}"
+        qualified = model_prefix or counts[body.name()] > 1
+        link = f"{owner}/{body.name()}" if qualified else body.name()
         frame = Frame(name=frame_prefix + link, body_index=index, model=owner)
         if owner in robots and not publish_robot_tf:
             if index in welded and _is_root(plant, body) and owner not in robots_rooted_at_world:
@@ -128,6 +146,20 @@ def frame_layout(model: QuasistaticModel, frame_prefix: str = "",
             continue
         (static if index in welded else moving).append(frame)
     return FrameLayout(static=tuple(static), moving=tuple(moving))
+
+
+def _refuse_shared_robot_links(plant, bodies, robots: set, counts: Counter) -> None:
+    """Raise FrameNameClash for a robot link whose bare name another model's link has too."""
+    for body in bodies:
+        owner = plant.GetModelInstanceName(body.model_instance())
+        if owner in robots and counts[body.name()] > 1:
+            others = sorted({plant.GetModelInstanceName(b.model_instance()) for b in bodies
+                             if b.name() == body.name()} - {owner})
+            raise FrameNameClash(
+                f"robot '{owner}' and model(s) {others} share the link name "
+                f"'{body.name()}': with model_prefix false, robot_state_publisher would "
+                f"publish it bare for each. Fix: set model_prefix true (frames "
+                f"<model>/<link>), or publish_robot_tf true.")
 
 
 def _is_root(plant, body) -> bool:

@@ -46,7 +46,7 @@ from quasistatic_drake.quasistatic_plant import StepOutcome
 from quasistatic_drake.ros import conversions
 from quasistatic_drake.ros.commands import CommandBuffer, Rejection
 from quasistatic_drake.ros.description import robots_rooted_at_world
-from quasistatic_drake.ros.frames import frame_layout
+from quasistatic_drake.ros.frames import frame_layout, FrameNameClash
 from quasistatic_drake.ros.pacing import Pacer
 from quasistatic_drake.ros.params import (DESCRIPTIONS, DYNAMIC, NODE_NAME, node_params,
                                           NodeParams, ParameterError, PARAMETERS,
@@ -87,8 +87,12 @@ class QuasistaticSimNode(Node):
                 "files').") from None
         rooted = (set() if self.params.publish_robot_tf
                   else robots_rooted_at_world(self.session.plant.scenario))
-        self.frames = frame_layout(self.session.model, self.params.frame_prefix,
-                                   self.params.publish_robot_tf, rooted)
+        try:
+            self.frames = frame_layout(self.session.model, self.params.frame_prefix,
+                                       self.params.publish_robot_tf, rooted,
+                                       self.params.model_prefix)
+        except FrameNameClash as err:
+            raise SetupError(f"parameter 'model_prefix' = false: {err}") from None
         self.commands = CommandBuffer(self.session.joints.names)
         self._paused = False
         self.failed_steps = 0

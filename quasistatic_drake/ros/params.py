@@ -36,6 +36,8 @@ class NodeParams:
     ``meshcat_port``: 0 = the first free port from 7000.
     ``meshcat_host``: the interface Meshcat listens on ("*": every one).
     ``frame_prefix``: put before every TF frame name except the root ``world``.
+    ``model_prefix``: each link's TF frame is ``<model instance>/<link>`` (false:
+    the bare link name, qualified only where two models share it).
     ``publish_robot_tf``: world -> robot links on /tf (false: robot_state_publisher's job).
     """
 
@@ -48,6 +50,7 @@ class NodeParams:
     meshcat_port: int = 0
     meshcat_host: str = "localhost"
     frame_prefix: str = ""
+    model_prefix: bool = True
     publish_robot_tf: bool = True
 
 
@@ -66,6 +69,8 @@ DESCRIPTIONS = {
     "meshcat_host": "the interface Meshcat listens on: localhost (this machine only), an "
                     "address, or '*' (every interface)",
     "frame_prefix": "prefix of every TF frame except 'world'",
+    "model_prefix": "TF frames and robot_description links are <model>/<link> (false: bare "
+                    "link names, <model>/<link> only where two models share a link name)",
     "publish_robot_tf": "publish world -> robot links on /tf (false: leave them to "
                         "robot_state_publisher)",
 }
@@ -91,6 +96,7 @@ def node_params(values: Mapping[str, Any]) -> NodeParams:
         meshcat_port=_port(merged, "meshcat_port"),
         meshcat_host=_text(merged, "meshcat_host", allow_empty=False),
         frame_prefix=_text(merged, "frame_prefix", allow_empty=True),
+        model_prefix=_flag(merged, "model_prefix"),
         publish_robot_tf=_flag(merged, "publish_robot_tf"))
 
 
