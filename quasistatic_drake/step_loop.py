@@ -40,6 +40,7 @@ from quasistatic_drake.contact import ContactSet
 from quasistatic_drake.contact_detection import proximity_pairs
 from quasistatic_drake.formulations.base import StepProblem, StepSolution
 from quasistatic_drake.integration import screw_step
+from quasistatic_drake.islands import rows_times
 from quasistatic_drake.manifold import body_motions
 from quasistatic_drake.results import StepDiagnostics, StepGradients, StepResult
 from quasistatic_drake.state import State
@@ -285,7 +286,7 @@ class StepLoop:
                 if math.isfinite(p.distance)]
         predicted: dict = {}
         if contacts.n_c and contacts.geometry_a is not None:
-            gaps = contacts.phi + self.h * (contacts.J_n @ v)
+            gaps = contacts.phi + self.h * rows_times(contacts.J_n, v)
             for key, gap in zip(contacts.pair_keys(), gaps.tolist()):
                 predicted[key] = min(predicted.get(key, np.inf), gap)
         geometries = self.model.geometries
@@ -377,7 +378,8 @@ class StepLoop:
         self.model.set_positions(q_lin)
         contacts = self.formulation.contacts(self.detector.detect(tolerance, pairs))
         if contacts.n_c and v_lin is not None and np.any(v_lin):
-            contacts = replace(contacts, phi=contacts.phi - self.h * (contacts.J_n @ v_lin))
+            shift = self.h * rows_times(contacts.J_n, v_lin)
+            contacts = replace(contacts, phi=contacts.phi - shift)
         return contacts
 
     def solve(self, problem: StepProblem, contacts: ContactSet, warm_start: Any) -> Attempt:
