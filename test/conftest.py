@@ -180,6 +180,15 @@ def pose_xyz_rpy(sim, q, name):
     return X.translation(), RollPitchYaw(X.rotation()).vector()
 
 
+@pytest.fixture
+def harness():
+    """A ROS probe in an isolated DDS domain (a node started as a subprocess inherits it)."""
+    from test_ros_helpers import RosHarness      # rclpy: only the ROS tests import it
+    h = RosHarness()
+    yield h
+    h.close()
+
+
 @pytest.fixture(params=[False, True], ids=['quasi_static', 'quasi_dynamic'])
 def quasi_dynamic(request):
     """Run a test in both modes of the QP formulation."""

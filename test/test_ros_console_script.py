@@ -33,14 +33,6 @@ def unseen_scenario(tmp_path, **extra):
     return path
 
 
-@pytest.fixture
-def harness():
-    """Start a probe in an isolated DDS domain (the subprocess inherits the domain)."""
-    h = RosHarness()
-    yield h
-    h.close()
-
-
 def start_node(*args):
     """Start the console script with --ros-args ``args``."""
     return subprocess.Popen([NODE_SCRIPT, '--ros-args', *args], stdout=subprocess.PIPE,

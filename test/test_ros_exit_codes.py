@@ -17,20 +17,12 @@ import subprocess
 import pytest
 
 from conftest import REPO_ROOT
-from test_ros_helpers import NODE_SCRIPT, RosHarness, wait_for_node
+from test_ros_helpers import NODE_SCRIPT, wait_for_node
 
 TWO_PADS = os.path.join(REPO_ROOT, 'config', 'two_pads_lift.yaml')
 # as fast as it can, publishing often: a timer is likely to be due when the signal comes
 ARGS = ['--ros-args', '-p', f'scenario:={TWO_PADS}', '-p', 'meshcat:=false',
         '-p', 'real_time_rate:=0.0', '-p', 'publish_rate:=500.0', '-p', 'clock_rate:=500.0']
-
-
-@pytest.fixture
-def harness():
-    """Start a probe in an isolated DDS domain (the subprocess inherits the domain)."""
-    h = RosHarness()
-    yield h
-    h.close()
 
 
 def start(background):

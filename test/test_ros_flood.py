@@ -21,7 +21,7 @@ import pytest
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from test_ros_helpers import NODE_SCRIPT, RosHarness, stamp, transform_of, wait_for, wait_for_node
+from test_ros_helpers import NODE_SCRIPT, stamp, transform_of, wait_for, wait_for_node
 
 SEED = 20240611
 FLOOD_SECONDS = 20.0
@@ -137,14 +137,6 @@ def last_words(log_file, count=3):
     with open(log_file.name) as f:
         lines = [line.strip() for line in f if 'ignored a message' not in line]
     return ' | '.join(lines[-count:])
-
-
-@pytest.fixture
-def harness():
-    """Start a probe in an isolated DDS domain (the subprocess inherits the domain)."""
-    h = RosHarness()
-    yield h
-    h.close()
 
 
 def test_flood_of_commands_and_service_calls(tmp_path, harness):

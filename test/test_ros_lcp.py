@@ -12,19 +12,11 @@ import subprocess
 import pytest
 
 from conftest import REPO_ROOT
-from test_ros_helpers import NODE_SCRIPT, RosHarness, stamp, transform_of, wait_for, wait_for_node
+from test_ros_helpers import NODE_SCRIPT, stamp, transform_of, wait_for, wait_for_node
 
 PUSH = os.path.join(REPO_ROOT, 'config', 'halm_posa_push.yaml')
 H = 0.025
 STEPS = 80
-
-
-@pytest.fixture
-def harness():
-    """Start a probe in an isolated DDS domain (the subprocess inherits the domain)."""
-    h = RosHarness()
-    yield h
-    h.close()
 
 
 def test_the_node_pushes_the_disk_under_the_lcp_with_meshcat(harness):
