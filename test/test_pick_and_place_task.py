@@ -19,7 +19,7 @@ from conftest import REPO_ROOT
 from quasistatic_drake import QuasistaticSimulator, Scenario
 from quasistatic_drake.apps import cli
 from quasistatic_drake.apps.pick_and_place import (Finger, PickPlaceTask, plan_pick_and_place,
-                                                   run_pick_and_place)
+                                                   plan_task, run_pick_and_place)
 from quasistatic_drake.apps.planning import PlanningError
 from quasistatic_drake.scenario import ScenarioError
 
@@ -279,3 +279,12 @@ def test_coupled_jaw_is_not_a_finger_to_command(mimic_scene):
     with pytest.raises(PlanningError, match=r"task.fingers\[1\].joint: 'right_jaw_joint' "
                                             r"follows 'left_jaw_joint' \(a coupled joint\)"):
         plan_pick_and_place(engine, task)
+
+
+def test_a_coupled_jaw_counts_among_the_fingers(mimic_scene):
+    """Its geometry is kept above the table too, though the task lists only its leader."""
+    planned = plan_task(QuasistaticSimulator(mimic_scene))
+    plant = planned.planner.plant
+    gripper = plant.GetModelInstanceByName('gripper')
+    jaws = {int(plant.GetBodyByName(name, gripper).index()) for name in ('left_jaw', 'right_jaw')}
+    assert jaws <= planned.fingers

@@ -226,12 +226,7 @@ def run_arm_demo(args) -> int:
         return 2
     printer.finish()
     summary = run.summary()
-    print(f"Lifted {summary['max_object_lift'] * 100:.1f} cm; placed "
-          f"{summary['place_error_m'] * 100:.2f} cm from the target, tilt "
-          f"{summary['final_tilt_deg']:.2f} deg; deepest penetration "
-          f"{max(0.0, -summary['min_signed_distance']) * 1e3:.3f} mm; {summary['steps']} steps, "
-          f"step time median {summary['step_time_ms']['median']:.3f} ms, max "
-          f"{summary['step_time_ms']['max']:.3f} ms; failed steps {summary['failed_steps']}.")
+    _print_summary(summary)
     if args.html is not None:
         print(f'Replay written to {args.html} (open it in a browser; no server needed).')
     if args.json:
@@ -240,6 +235,26 @@ def run_arm_demo(args) -> int:
         print(f'Meshcat stays open at {meshcat.web_url()}; press Ctrl-C to end.', flush=True)
         _wait_for_interrupt()
     return 0 if summary['failed_steps'] == 0 else 1
+
+
+def _print_summary(summary: dict) -> None:
+    """Print the summary: the place, the grasp (tilt, slip, the fingers' clearance), the steps."""
+    print(f"Lifted {summary['max_object_lift'] * 100:.1f} cm; placed "
+          f"{summary['place_error_m'] * 100:.2f} cm from the target, tilt "
+          f"{summary['final_tilt_deg']:.2f} deg; deepest penetration "
+          f"{max(0.0, -summary['min_signed_distance']) * 1e3:.3f} mm; {summary['steps']} steps, "
+          f"step time median {summary['step_time_ms']['median']:.3f} ms, max "
+          f"{summary['step_time_ms']['max']:.3f} ms; failed steps {summary['failed_steps']}.")
+    print(f"Held: largest tilt {summary['max_carry_tilt_deg']:.2f} deg (lift to place); "
+          f"slip in the grasp {summary['grasp_slip_mm']:.2f} mm, "
+          f"{summary['grasp_slip_deg']:.2f} deg; fingers' lowest point "
+          f"{summary['min_finger_clearance_m'] * 1e3:.1f} mm above the table.")
+    grasp = summary.get('grasp', {})
+    if grasp.get('limited_by') == 'fingers':
+        print(f"The object is too short for the palm's clearance: grasped as low as the "
+              f"fingers allow, {grasp['fingers_above_support_m'] * 1e3:.1f} mm above the "
+              f"table (task.finger_clearance), the palm {grasp['palm_above_top_m'] * 1e3:.1f} "
+              "mm above the object's top.")
 
 
 def _wait_for_interrupt() -> None:

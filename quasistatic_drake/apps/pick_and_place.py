@@ -25,14 +25,25 @@ frame ``gripper_tcp``)::
         - {joint: right_jaw_joint, open: -0.01, closed: -0.06}
       object: cylinder           # default: the scenario's first object
       # and the motion's geometry: place_offset, approach_height, lift_height,
-      # tcp_to_palm, palm_clearance, squeeze, hold_force, durations (PickPlaceTask)
+      # tcp_to_palm, palm_clearance, finger_clearance, squeeze, hold_force, durations
 
 Each finger closes from ``open`` towards ``closed``, whichever sign that is.
-The grasp is measured on the collision geometry: the TCP's z axis points
-down along the fingers; the palm (what is welded to the TCP's body) stops
-``palm_clearance`` above the object's top; each finger's reference closes
-``squeeze`` metres past where its pad meets the object, so the finger springs
-press with about K * squeeze.
+The grasp is measured on the collision geometry.  The TCP frame's z axis
+points along the fingers, from the palm towards the fingertips (down when
+grasping from above), and the fingers close across it: checked before
+planning (check_tcp_frame; a wrong axis is a TaskError naming
+``task.tcp_frame`` and the rotation that fixes it).  The palm (what is
+welded to the TCP's body) stops ``palm_clearance`` above the object's top,
+unless that would take the fingers' lowest point closer than
+``finger_clearance`` to the surface the object rests on: then the grasp is
+as low as the fingers allow, and the run's summary says so.  Each finger's
+reference closes ``squeeze`` metres past where its pad meets the object, so
+the finger springs press with about K * squeeze.
+
+The run (run_pick_and_place) reports, besides the object's final pose, its
+largest tilt while held (lift to place), how far it slipped in the grasp
+(its pose in the TCP frame from the grasp's close to its release), and the
+fingers' lowest point above that surface over the run.
 """
 
 from __future__ import annotations
@@ -47,6 +58,10 @@ from pydrake.math import RigidTransform, RollPitchYaw, RotationMatrix
 from pydrake.systems.analysis import Simulator
 from pydrake.systems.framework import DiagramBuilder
 
+from quasistatic_drake.apps.gripper import (CLOSING_ALONG_Z, finger_axis, finger_motion,
+                                            fingers_reach, grasp_slip, lowest_point,
+                                            palm_centre, principal_axis, tcp_axis_fix,
+                                            TaskError)
 from quasistatic_drake.apps.planning import (DiffIkPlanner, find_frame, JointVelocityPlan,
                                              PlanningError, Waypoint)
 from quasistatic_drake.contact_visualizer import (ContactForceVisualizer,
@@ -97,6 +112,7 @@ class PickPlaceTask:
     lift_height: float = 0.15
     tcp_to_palm: Optional[float] = None  # TCP up to the palm's face; None: measured
     palm_clearance: float = 0.025        # palm above the object's top: outside the 2 cm tolerance
+    finger_clearance: float = 0.005      # fingers' lowest point above the surface the object is on
     squeeze: float = 0.01                # finger reference past the object's surface
     hold_force: float = 10.0             # MIQP: normal force per finger while held [N]
     durations: dict = field(default_factory=lambda: {
@@ -162,7 +178,11 @@ class TaskBlock:
     lift_height: Optional[float] = setting(None, optional(number(positive=True)), "[m]")
     tcp_to_palm: Optional[float] = setting(None, optional(number()),
                                            "[m] TCP to the palm's face (default: measured)")
-    palm_clearance: Optional[float] = setting(None, optional(number(nonnegative=True)), "[m]")
+    palm_clearance: Optional[float] = setting(None, optional(number(nonnegative=True)),
+                                              "[m] palm above the object's top, at most")
+    finger_clearance: Optional[float] = setting(
+        None, optional(number(nonnegative=True)),
+        "[m] fingers' lowest point above the surface the object rests on, at least")
     squeeze: Optional[float] = setting(None, optional(number(nonnegative=True)),
                                        "[m] finger reference past the object's surface")
     hold_force: Optional[float] = setting(None, optional(number(positive=True)),
@@ -212,7 +232,8 @@ def checked_task(engine: QuasistaticSimulator, task: PickPlaceTask) -> str:
     """
     Check the task against the scenario's models; return the object to pick.
 
-    Raises PlanningError naming the file, ``task.<key>`` and a fix.
+    Raises TaskError (a ScenarioError and a PlanningError) naming the file,
+    ``task.<key>`` and a fix.
     """
     source = engine.scenario.source
     model = engine.model
@@ -222,34 +243,34 @@ def checked_task(engine: QuasistaticSimulator, task: PickPlaceTask) -> str:
               "--gripper"))
     for key, name, what, option in where:
         if name not in robots:
-            raise PlanningError(f"{source}: {key}: no robot '{name}'; the robots are {robots}. "
-                                f"Fix: name {what} in the scenario's task: block, or with "
-                                f"{option}.")
+            raise TaskError(f"{source}: {key}: no robot '{name}'; the robots are {robots}. "
+                            f"Fix: name {what} in the scenario's task: block, or with "
+                            f"{option}.")
     if not model.objects:
-        raise PlanningError(f"{source}: the pick-and-place demo needs an object. Fix: add one "
-                            "under objects.")
+        raise TaskError(f"{source}: the pick-and-place demo needs an object. Fix: add one "
+                        "under objects.")
     names = [o.name for o in model.objects]
     name = task.object or names[0]
     if name not in names:
-        raise PlanningError(f"{source}: task.object: no object '{name}' to pick; the objects "
-                            f"are {names}. Fix: name one of them (task.object or --object).")
+        raise TaskError(f"{source}: task.object: no object '{name}' to pick; the objects "
+                        f"are {names}. Fix: name one of them (task.object or --object).")
     gripper = model.robot(task.gripper_robot)
     _check_fingers(engine, task, gripper)
     arm_joints = set(model.robot(task.robot).joint_names)
     if task.robot == task.gripper_robot:
         arm_joints -= set(task.finger_joints)
     if not arm_joints:
-        raise PlanningError(f"{source}: task.fingers: every joint of the arm '{task.robot}' is "
-                            "a finger, so nothing moves the TCP. Fix: list only the finger "
-                            "joints.")
+        raise TaskError(f"{source}: task.fingers: every joint of the arm '{task.robot}' is "
+                        "a finger, so nothing moves the TCP. Fix: list only the finger "
+                        "joints.")
     instances = {r.name: r.instance for r in model.robots
                  if r.name in (task.robot, task.gripper_robot)}
     try:
         find_frame(model.plant, task.tcp_frame, instances)
     except PlanningError as err:
-        raise PlanningError(f"{source}: task.tcp_frame: {err} Fix: name the frame between "
-                            "the fingers in the scenario's task: block, or with "
-                            "--tcp-frame.") from None
+        raise TaskError(f"{source}: task.tcp_frame: {err} Fix: name the frame between "
+                        "the fingers in the scenario's task: block, or with "
+                        "--tcp-frame.") from None
     return name
 
 
@@ -261,25 +282,25 @@ def _check_fingers(engine: QuasistaticSimulator, task: PickPlaceTask, gripper) -
     for i, finger in enumerate(task.fingers):
         key = f"{source}: task.fingers[{i}]"
         if finger.joint in following:
-            raise PlanningError(f"{key}.joint: '{finger.joint}' follows "
-                                f"'{following[finger.joint]}' (a coupled joint) and takes no "
-                                "command. Fix: list the joint it follows instead.")
+            raise TaskError(f"{key}.joint: '{finger.joint}' follows "
+                            f"'{following[finger.joint]}' (a coupled joint) and takes no "
+                            "command. Fix: list the joint it follows instead.")
         if finger.joint not in joints:
             elsewhere = [r.name for r in engine.model.robots if finger.joint in r.joint_names]
             hint = f" (it is a joint of {elsewhere}: set task.gripper)" if elsewhere else ""
-            raise PlanningError(f"{key}.joint: robot '{gripper.name}' has no joint "
-                                f"'{finger.joint}'{hint}; its joints are {joints}. Fix: list "
-                                "the gripper's finger joints.")
+            raise TaskError(f"{key}.joint: robot '{gripper.name}' has no joint "
+                            f"'{finger.joint}'{hint}; its joints are {joints}. Fix: list "
+                            "the gripper's finger joints.")
         joint = plant.GetJointByName(finger.joint, gripper.instance)
         if joint.type_name() != "prismatic":
-            raise PlanningError(f"{key}.joint: '{finger.joint}' is a {joint.type_name()} joint; "
-                                "the demo's grasp needs fingers that slide (prismatic joints).")
+            raise TaskError(f"{key}.joint: '{finger.joint}' is a {joint.type_name()} joint; "
+                            "the demo's grasp needs fingers that slide (prismatic joints).")
         lower, upper = joint.position_lower_limits()[0], joint.position_upper_limits()[0]
         for value, end in ((finger.open, "open"), (finger.closed, "closed")):
             if not lower - 1e-12 <= value <= upper + 1e-12:
-                raise PlanningError(f"{key}.{end}: {value:g} is outside the limits "
-                                    f"[{lower:g}, {upper:g}] of joint '{finger.joint}'. Fix: "
-                                    "give a position within them.")
+                raise TaskError(f"{key}.{end}: {value:g} is outside the limits "
+                                f"[{lower:g}, {upper:g}] of joint '{finger.joint}'. Fix: "
+                                "give a position within them.")
 
 
 @dataclass(frozen=True)
@@ -295,6 +316,11 @@ class StepRecord:
     contacts: int
     status: str
     step_time: float                     # [s] of the plant update
+    object_in_tcp: RigidTransform = field(default_factory=RigidTransform)   # X_TO
+    finger_clearance: float = np.inf     # [m] fingers' lowest point above the support
+
+
+HELD = ("lift", "carry", "place")        # the waypoints the object is carried through
 
 
 @dataclass(frozen=True)
@@ -309,21 +335,47 @@ class DemoRun:
     min_signed_distance: float
     records: tuple[StepRecord, ...]
     plan: JointVelocityPlan
+    grasp: Optional["GraspGeometry"] = None
 
     @property
     def step_times(self) -> np.ndarray:
         """Return the plant update time of every step [s]."""
         return np.array([r.step_time for r in self.records])
 
+    @property
+    def max_carry_tilt_deg(self) -> float:
+        """Return the object's largest tilt while carried (lift, carry, place) [deg]."""
+        return float(max((r.tilt_deg for r in self.records if r.waypoint in HELD),
+                         default=0.0))
+
+    def grasp_slip(self) -> tuple[float, float]:
+        """
+        Return the object's largest slip in the grasp: (translation [m], rotation [deg]).
+
+        Its pose in the TCP frame from the last 'close' step (the grasp
+        closed) through the last 'place' step (before the fingers open).
+        """
+        labels = [r.waypoint for r in self.records]
+        if "close" not in labels or "open" not in labels:
+            return 0.0, 0.0
+        closed = len(labels) - 1 - labels[::-1].index("close")
+        released = labels.index("open")
+        return grasp_slip([r.object_in_tcp for r in self.records[closed:released]])
+
     def summary(self) -> dict:
         """Return the JSON summary; its keys are binding, do not rename them."""
-        return {
+        slip_m, slip_deg = self.grasp_slip()
+        summary = {
             "object_initial_xyz": self.object_initial_xyz.tolist(),
             "object_final_xyz": self.object_final_xyz.tolist(),
             "place_target_xyz": self.place_target_xyz.tolist(),
             "max_object_lift": float(max(r.object_xyz[2] for r in self.records)
                                      - self.object_initial_xyz[2]),
             "final_tilt_deg": self.final_tilt_deg,
+            "max_carry_tilt_deg": self.max_carry_tilt_deg,
+            "grasp_slip_mm": slip_m * 1e3,
+            "grasp_slip_deg": slip_deg,
+            "min_finger_clearance_m": float(min(r.finger_clearance for r in self.records)),
             "min_signed_distance": self.min_signed_distance,
             "steps": int(len(self.step_times)),
             "step_time_ms": {"median": float(np.median(self.step_times) * 1e3),
@@ -333,14 +385,33 @@ class DemoRun:
             "place_error_m": float(np.linalg.norm(
                 self.object_final_xyz[:2] - self.place_target_xyz[:2])),
         }
+        if self.grasp is not None:
+            summary["grasp"] = self.grasp.summary()
+        return summary
 
 
 @dataclass(frozen=True)
 class GraspGeometry:
-    """Where the TCP goes relative to the object's origin, and where the fingers close to."""
+    """
+    Where the TCP goes relative to the object's origin, where the fingers close to, and why.
+
+    ``limited_by`` is 'palm' when the palm stops ``palm_clearance`` above the
+    object's top, or 'fingers' when the object is too short for that: the
+    fingers' lowest point then stops ``finger_clearance`` above the surface
+    the object rests on, and the palm stays higher.
+    """
 
     height: float                        # TCP above the object's origin [m]
     finger_closed: np.ndarray            # each finger's joint position of the squeeze [m]
+    limited_by: str = "palm"             # 'palm' or 'fingers'
+    palm_above_top: float = np.nan       # [m] the palm's face above the object's top
+    fingers_above_support: float = np.nan   # [m] the fingers' lowest point above the support
+    support_height: float = np.nan       # [m] world z of the surface the object rests on
+
+    def summary(self) -> dict:
+        """Return the planned grasp as the demo's JSON summary gives it."""
+        return {"limited_by": self.limited_by, "palm_above_top_m": self.palm_above_top,
+                "fingers_above_support_m": self.fingers_above_support}
 
 
 def gripper_down(X_WT_start: RigidTransform) -> RotationMatrix:
@@ -354,15 +425,20 @@ def grasp_geometry(engine: QuasistaticSimulator, planner: DiffIkPlanner, q: np.n
     """
     Return the grasp for object ``name`` at q, from the collision geometry.
 
-    The palm stops ``palm_clearance`` above the object's top.  With the TCP
-    at orientation R_WT over the object's origin, each finger's pad meets
-    the object at half its width along the finger's axis, and its reference
-    closes ``squeeze`` past that.
+    With the TCP at orientation R_WT over the object's origin, each finger's
+    pad meets the object at half its width along the finger's axis, and its
+    reference closes ``squeeze`` past that.  The TCP's height is
+    :func:`grasp_height`'s.
     """
+    closed = finger_targets(engine, planner, q, name, R_WT, task)
+    return grasp_height(engine, planner, q, name, task, closed)
+
+
+def finger_targets(engine: QuasistaticSimulator, planner: DiffIkPlanner, q: np.ndarray,
+                   name: str, R_WT: RotationMatrix, task: PickPlaceTask) -> np.ndarray:
+    """Return each finger's joint position that squeezes the object ``squeeze`` past its side."""
     source = engine.scenario.source
     origin = engine.object_pose(q, name).translation()
-    top = object_extent(engine, q, name, np.array([0.0, 0.0, 1.0]))
-    palm = task.tcp_to_palm if task.tcp_to_palm is not None else palm_depth(planner, task)
     half_widths, opening, closed = [], [], []
     for i, (finger, column) in enumerate(zip(task.fingers, planner.finger_idx)):
         direction, inner = closing_direction(planner, column, finger, i, source)
@@ -388,8 +464,93 @@ def grasp_geometry(engine: QuasistaticSimulator, planner: DiffIkPlanner, q: np.n
                 f"squeezing it by {task.squeeze * 1e3:.0f} mm takes finger '{finger.joint}' to "
                 f"{target:.4g}, past its closed position {finger.closed:g}. Fix: a wider "
                 "object, a smaller task.squeeze, or task.fingers[].closed further in.")
-    return GraspGeometry(height=top + task.palm_clearance - palm - origin[2],
-                         finger_closed=np.array(closed))
+    return np.array(closed)
+
+
+def grasp_height(engine: QuasistaticSimulator, planner: DiffIkPlanner, q: np.ndarray,
+                 name: str, task: PickPlaceTask, closed: np.ndarray) -> GraspGeometry:
+    """
+    Return the grasp with the TCP as low as the palm and the fingers allow.
+
+    The palm stops ``palm_clearance`` above the object's top, unless the
+    fingers would then come closer than ``finger_clearance`` to the surface
+    the object rests on (its lowest point at q): the fingers' reach along
+    the TCP's z, open and squeezed, sets the lowest TCP.  The same holds at
+    the place, which is the grasp moved by ``place_offset``.  An object too
+    short for the fingers to reach its side from there is a TaskError.
+    """
+    origin = engine.object_pose(q, name).translation()[2]
+    top = object_extent(engine, q, name, np.array([0.0, 0.0, 1.0]))
+    support = -object_extent(engine, q, name, np.array([0.0, 0.0, -1.0]))
+    palm = task.tcp_to_palm if task.tcp_to_palm is not None else palm_depth(planner, task)
+    squeezed = planner.q_start.copy()
+    squeezed[planner.finger_idx] = closed
+    opened = planner.q_start.copy()
+    opened[planner.finger_idx] = [f.open for f in task.fingers]
+    reach = fingers_reach(planner, finger_bodies(planner), (opened, squeezed))
+    by_palm = top + task.palm_clearance - palm
+    by_fingers = support + task.finger_clearance + reach
+    if support + task.finger_clearance >= top:
+        raise TaskError(
+            f"{engine.scenario.source}: task.finger_clearance: object '{name}' is "
+            f"{(top - support) * 1e3:.1f} mm tall; with the fingers kept "
+            f"{task.finger_clearance * 1e3:.1f} mm above the surface it rests on they would "
+            "not reach its sides. Fix: a smaller task.finger_clearance, or a taller object.")
+    tcp = max(by_palm, by_fingers)
+    return GraspGeometry(height=tcp - origin, finger_closed=closed,
+                         limited_by="fingers" if by_fingers > by_palm else "palm",
+                         palm_above_top=tcp + palm - top,
+                         fingers_above_support=tcp - reach - support, support_height=support)
+
+
+def finger_bodies(planner: DiffIkPlanner) -> set[int]:
+    """
+    Return every finger's bodies: its joint's child, and what is welded to it.
+
+    A jaw coupled to a finger joint (drake:mimic) is a finger too.
+    """
+    plant = planner.plant
+    gripper = planner.model.robot(planner.gripper)
+    fingers = {planner.joint_names[column] for column in planner.finger_idx}
+    joints = fingers | {f.joint_name for f in gripper.followers if f.leader_name in fingers}
+    bodies = set()
+    for joint in joints:
+        child = plant.GetJointByName(joint, gripper.instance).child_body()
+        bodies |= {int(b.index()) for b in plant.GetBodiesWeldedTo(child)}
+    return bodies
+
+
+def check_tcp_frame(planner: DiffIkPlanner, task: PickPlaceTask, source: str) -> None:
+    """
+    Check the TCP frame's convention on the gripper's geometry (gripper.tcp_axis_fix).
+
+    The fingers (each finger's collision points, open, from the palm's
+    centre, without their closing direction) must point along the TCP's +z,
+    and no finger may close along z.  Raises TaskError naming
+    ``task.tcp_frame``, the axis the fingers point along and the rotation
+    that fixes the frame.
+    """
+    centres, directions, closes_along_z = [], [], False
+    for finger, column in zip(task.fingers, planner.finger_idx):
+        bodies, direction = finger_motion(planner, column, finger.open, finger.closed)
+        q_open = planner.q_start.copy()
+        q_open[column] = finger.open
+        points, _ = planner.points_in_tcp(q_open, bodies)
+        if len(points) == 0:
+            continue                     # closing_direction says it has nothing to grasp with
+        centres.append(points.mean(axis=0))
+        directions.append(direction)
+        closes_along_z |= abs(direction[2]) > CLOSING_ALONG_Z
+    if not centres:
+        return
+    try:
+        axis = principal_axis(finger_axis(centres, directions, palm_centre(planner)))
+    except PlanningError as err:
+        raise TaskError(f"{source}: task.tcp_frame: frame '{task.tcp_frame}': {err} Fix: "
+                        "check task.fingers and the gripper's collision geometry.") from None
+    problem = tcp_axis_fix(axis, closes_along_z)
+    if problem is not None:
+        raise TaskError(f"{source}: task.tcp_frame: frame '{task.tcp_frame}': {problem}")
 
 
 def _nanometres(value):
@@ -413,36 +574,25 @@ def closing_direction(planner: DiffIkPlanner, column: int, finger: Finger, i: in
     with the finger open, measured from the TCP: negative while the finger is
     on its far side of the TCP, as it must be to close on an object there.
     """
-    plant = planner.plant
     joint_name = planner.joint_names[column]
-    instance = planner.model.robot(planner.gripper).instance
-    child = plant.GetJointByName(joint_name, instance).child_body()
-    bodies = {int(b.index()) for b in plant.GetBodiesWeldedTo(child)}
-    at = {}
-    for end in ("open", "closed"):
-        q_end = planner.q_start.copy()
-        q_end[column] = getattr(finger, end)
-        X_TW = planner.tcp_pose(q_end).inverse()
-        at[end] = (X_TW @ plant.EvalBodyPoseInWorld(planner.context, child)).translation()
-        if end == "open":
-            points, radii = planner.points_in_tcp(q_end, bodies)
-    motion = at["closed"] - at["open"]
-    direction = _nanometres(motion / np.linalg.norm(motion))
-    direction /= np.linalg.norm(direction)
+    bodies, direction = finger_motion(planner, column, finger.open, finger.closed)
+    q_open = planner.q_start.copy()
+    q_open[column] = finger.open
+    points, radii = planner.points_in_tcp(q_open, bodies)
     key = f"{source}: task.fingers[{i}]"
     if len(points) == 0:
-        raise PlanningError(f"{key}.joint: finger '{joint_name}' has no collision geometry to "
-                            "grasp with.")
-    if abs(direction[2]) > 0.5:
-        raise PlanningError(f"{key}: finger '{joint_name}' moves along the z axis of the TCP "
-                            "frame, but the demo points that axis down along the fingers and "
-                            "closes them across it. Fix: a TCP frame (task.tcp_frame) whose z "
-                            "axis points from the palm towards the fingertips.")
+        raise TaskError(f"{key}.joint: finger '{joint_name}' has no collision geometry to "
+                        "grasp with. Fix: list the joints of fingers with collision geometry.")
+    if abs(direction[2]) > CLOSING_ALONG_Z:
+        raise TaskError(f"{source}: task.tcp_frame: finger '{joint_name}' closes along the z "
+                        "axis of the TCP frame, but the planner points that axis along the "
+                        "fingers and closes them across it. Fix: a TCP frame whose z axis "
+                        "points from the palm towards the fingertips.")
     inner = float(_nanometres(np.max(points @ direction + radii)))
     if inner >= 0.0:
-        raise PlanningError(f"{key}: from open ({finger.open:g}) to closed ({finger.closed:g}) "
-                            f"finger '{joint_name}' moves away from the TCP between the fingers. "
-                            "Fix: swap open and closed, or check the TCP frame (task.tcp_frame).")
+        raise TaskError(f"{key}: from open ({finger.open:g}) to closed ({finger.closed:g}) "
+                        f"finger '{joint_name}' moves away from the TCP between the fingers. "
+                        "Fix: swap open and closed, or check the TCP frame (task.tcp_frame).")
     return direction, inner
 
 
@@ -504,14 +654,26 @@ def pick_and_place_waypoints(X_W_object: RigidTransform, R_WT: RotationMatrix,
     return waypoints, target
 
 
-def plan_pick_and_place(engine: QuasistaticSimulator,
-                        task: Optional[PickPlaceTask] = None) -> tuple:
+@dataclass(frozen=True)
+class PlannedTask:
+    """The demo's plan and what the run measures against: the grasp, the TCP, the fingers."""
+
+    plan: JointVelocityPlan
+    target: np.ndarray                   # the place target (the object's origin) [m]
+    name: str                            # the object picked
+    grasp: GraspGeometry
+    planner: DiffIkPlanner               # its Context measures the TCP and the fingers
+    fingers: frozenset                   # the fingers' body indices
+
+
+def plan_task(engine: QuasistaticSimulator, task: Optional[PickPlaceTask] = None) -> PlannedTask:
     """
-    Return (plan, place target, object name) from the engine's initial state.
+    Return the task's plan from the engine's initial state, with its grasp.
 
     ``task`` defaults to the scenario's (PickPlaceTask.from_scenario).  The
-    plan's columns are the arm's and the gripper's joints (one robot's when
-    they are the same).
+    task is checked against the models first (checked_task, then the TCP's
+    convention: check_tcp_frame).  The plan's columns are the arm's and the
+    gripper's joints (one robot's when they are the same).
     """
     scenario = engine.scenario
     task = task if task is not None else PickPlaceTask.from_scenario(scenario)
@@ -521,8 +683,9 @@ def plan_pick_and_place(engine: QuasistaticSimulator,
         planner = DiffIkPlanner(engine.model, task.robot, task.tcp_frame, task.finger_joints,
                                 task.gripper_robot)
     except PlanningError as err:    # what checked_task leaves: a TCP the arm does not move
-        raise PlanningError(f"{scenario.source}: task.tcp_frame: {err} Fix: a frame on the "
-                            "arm's last link or on a gripper welded to it.") from None
+        raise TaskError(f"{scenario.source}: task.tcp_frame: {err} Fix: a frame on the "
+                        "arm's last link or on a gripper welded to it.") from None
+    check_tcp_frame(planner, task, scenario.source)
     q_robot = planner.q_start
     R_WT = gripper_down(planner.tcp_pose(q_robot))
     grasp = grasp_geometry(engine, planner, q0, name, R_WT, task)
@@ -534,7 +697,15 @@ def plan_pick_and_place(engine: QuasistaticSimulator,
         speed = task.hold_force / (stiffness * scenario.time_step)
         closing = np.sign([f.closed - f.open for f in task.fingers])
         plan = hold_squeeze(plan, planner.finger_idx, speed, closing)
-    return plan, target, name
+    return PlannedTask(plan=plan, target=target, name=name, grasp=grasp, planner=planner,
+                       fingers=frozenset(finger_bodies(planner)))
+
+
+def plan_pick_and_place(engine: QuasistaticSimulator,
+                        task: Optional[PickPlaceTask] = None) -> tuple:
+    """Return (plan, place target, object name): :func:`plan_task`'s, for the callers of old."""
+    planned = plan_task(engine, task)
+    return planned.plan, planned.target, planned.name
 
 
 def hold_squeeze(plan: JointVelocityPlan, finger_idx: np.ndarray, speed: float,
@@ -574,7 +745,8 @@ def run_pick_and_place(scenario: Scenario, task: Optional[PickPlaceTask] = None,
     task = task if task is not None else PickPlaceTask.from_scenario(scenario)
     builder = DiagramBuilder()
     plant = builder.AddSystem(QuasistaticPlant(scenario))
-    plan, target, name = plan_pick_and_place(plant.engine, task)
+    planned = plan_task(plant.engine, task)
+    plan = planned.plan
     for robot, _ in plan.robots:
         source = builder.AddSystem(plan.command_source(robot))
         builder.Connect(source.get_output_port(),
@@ -594,22 +766,16 @@ def run_pick_and_place(scenario: Scenario, task: Optional[PickPlaceTask] = None,
     recording = visualizer is not None and html is not None
     if recording:
         visualizer.StartRecording()
-    object_port = plant.get_object_pose_output_port(name)
+    object_port = plant.get_object_pose_output_port(planned.name)
     initial = object_port.Eval(context).translation().copy()
     fingers = _finger_indices(plant, task)
-    robot_port = plant.get_robot_positions_output_port(task.gripper_robot)
     records, min_phi = [], np.inf
     for k in range(plan.steps):
         simulator.AdvanceTo((k + 1) * scenario.time_step)
-        outcome = plant.get_step_status_output_port().Eval(context)
-        X = object_port.Eval(context)
-        record = StepRecord(
-            step=k, time=(k + 1) * scenario.time_step, waypoint=plan.labels[k],
-            object_xyz=X.translation().copy(), tilt_deg=tilt_deg(X.rotation()),
-            gripper=robot_port.Eval(context)[fingers].copy(),
-            contacts=len(outcome.contacts), status=outcome.status, step_time=outcome.step_time)
+        record = _step_record(plant, context, planned, task, fingers, k)
         records.append(record)
-        min_phi = min(min_phi, outcome.min_signed_distance)
+        min_phi = min(min_phi, plant.get_step_status_output_port().Eval(
+            context).min_signed_distance)
         if on_step is not None:
             on_step(record)
     if recording:
@@ -621,9 +787,34 @@ def run_pick_and_place(scenario: Scenario, task: Optional[PickPlaceTask] = None,
     X_final = object_port.Eval(context)
     return DemoRun(
         formulation=scenario.formulation, object_initial_xyz=initial,
-        object_final_xyz=X_final.translation().copy(), place_target_xyz=target,
+        object_final_xyz=X_final.translation().copy(), place_target_xyz=planned.target,
         final_tilt_deg=tilt_deg(X_final.rotation()), min_signed_distance=float(min_phi),
-        records=tuple(records), plan=plan)
+        records=tuple(records), plan=plan, grasp=planned.grasp)
+
+
+def _step_record(plant: QuasistaticPlant, context, planned: PlannedTask, task: PickPlaceTask,
+                 fingers: np.ndarray, k: int) -> StepRecord:
+    """
+    Return step k's record from the plant's outputs after it.
+
+    The object's pose in the TCP frame and the fingers' lowest point are
+    measured in the planner's own Context, at the robots' simulated positions.
+    """
+    time_step = planned.plan.time_step
+    outcome = plant.get_step_status_output_port().Eval(context)
+    X_WO = plant.get_object_pose_output_port(planned.name).Eval(context)
+    q_robots = np.concatenate([plant.get_robot_positions_output_port(robot).Eval(context)
+                               for robot, _ in planned.plan.robots])
+    X_WT = planned.planner.tcp_pose(q_robots)
+    lowest = lowest_point(planned.planner, q_robots, set(planned.fingers))
+    gripper = plant.get_robot_positions_output_port(task.gripper_robot).Eval(context)
+    return StepRecord(
+        step=k, time=(k + 1) * time_step, waypoint=planned.plan.labels[k],
+        object_xyz=X_WO.translation().copy(), tilt_deg=tilt_deg(X_WO.rotation()),
+        gripper=gripper[fingers].copy(), contacts=len(outcome.contacts),
+        status=outcome.status, step_time=outcome.step_time,
+        object_in_tcp=X_WT.inverse() @ X_WO,
+        finger_clearance=lowest - planned.grasp.support_height)
 
 
 def _finger_indices(plant: QuasistaticPlant, task: PickPlaceTask) -> np.ndarray:
