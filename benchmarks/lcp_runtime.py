@@ -71,11 +71,11 @@ def engine_steps() -> np.ndarray:
     """Return the engine's step times [s] over the wall scene (400 steps, c = 2^-6)."""
     scenario = Scenario.from_yaml(package_share_dir() / 'config' / 'halm_posa_wall.yaml')
     sim = QuasistaticSimulator(scenario.with_formulation('lcp', feedback_scale=2.0 ** -6))
-    q, times = sim.default_positions(), []
+    state, times = sim.initial_state(), []
     for _ in range(400):
-        result = sim.step(sim.initial_state(q), {'fingers': [1.0, -1.0, 1.0, -1.0]})
+        result = sim.step(state, {'fingers': [1.0, -1.0, 1.0, -1.0]})
         times.append(result.diagnostics.step_time)
-        q = result.q_next
+        state = result.state_next
     return np.array(times)
 
 

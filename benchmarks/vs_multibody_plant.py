@@ -273,22 +273,20 @@ def run_quasistatic(scene: Scene, kind: str, h: float, timeout: float = math.inf
 def _step_through(sim: QuasistaticSimulator, scene: Scene, commands: np.ndarray, h: float,
                   timeout: float, row: Row) -> tuple[PoseTrajectory, float]:
     """Take len(commands) steps from the default q; return the object's poses and the time."""
-    q = sim.default_positions()
+    state = sim.initial_state()
     q_idx = sim.model.object(scene.obj).q_idx
-    times, states = [0.0], [q[q_idx].copy()]
-    start, q_ref, v_a = time.perf_counter(), None, None
+    times, states = [0.0], [state.q[q_idx].copy()]
+    start = time.perf_counter()
     try:
         for k, command in enumerate(commands):
             if time.perf_counter() - start > timeout:
                 row.status = f'timed out after {timeout:g} s at step {k} of {len(commands)}'
                 break
-            start_state = sim.initial_state(q, q_ref=q_ref, robot_velocity=v_a)
-            result = sim.step(start_state, {scene.robot: command})
+            result = sim.step(state, {scene.robot: command})
             row.failed_steps += int(not result.success)
-            state = result.state_next
-            q, q_ref, v_a = state.q, state.q_ref, state.robot_velocity
+            state = result.state_next      # q, the reference, v_a and the warm start
             times.append((k + 1) * h)
-            states.append(q[q_idx].copy())
+            states.append(state.q[q_idx].copy())
     except Exception as err:   # MiqpTooLarge, a solver error: recorded, the sweep goes on
         row.status = f'failed at step {len(times) - 1}: {type(err).__name__}: ' \
             f'{str(err).splitlines()[0][:100]}'
