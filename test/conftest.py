@@ -182,7 +182,7 @@ def pose_xyz_rpy(sim, q, name):
 
 @pytest.fixture
 def harness():
-    """A ROS probe in an isolated DDS domain (a node started as a subprocess inherits it)."""
+    """Start a ROS probe in an isolated DDS domain (a node started as a subprocess inherits it)."""
     from test_ros_helpers import RosHarness      # rclpy: only the ROS tests import it
     h = RosHarness()
     yield h
