@@ -101,8 +101,8 @@ def test_tight_big_m_is_reported():
 
 def test_gurobi_size_limit_is_a_clear_error():
     # 16 friction directions: the pads' 12 contacts make 12 (2 + 16) + 12 + 4 > 200 variables.
-    sim = QuasistaticSimulator(replace(Scenario.from_yaml(TWO_PADS), formulation='miqp',
-                                       friction_directions=16))
+    scenario = replace(Scenario.from_yaml(TWO_PADS), friction_directions=16)
+    sim = QuasistaticSimulator(scenario.with_formulation('miqp', backend='gurobi'))
     q = sim.default_positions()
     with pytest.raises(MiqpTooLarge, match=r"allows only 200 variables in a model with a "
                                            r"quadratic objective.*Fix: fewer points per contact "
@@ -112,9 +112,11 @@ def test_gurobi_size_limit_is_a_clear_error():
             q = sim.step(sim.initial_state(q), {'pads': [0.0, 0.1, -0.1]}).q_next
 
 
-def test_miqp_pads_lift_the_box_with_scip():
+@pytest.mark.parametrize('backend', ['scip', 'daqp'])
+def test_miqp_pads_lift_the_box(backend):
+    """The pads squeeze the box and lift it (eq. 29), every step cold, under SCIP and DAQP."""
     scenario = Scenario.from_yaml(TWO_PADS)
-    scenario = scenario.with_formulation('miqp', backend='scip')
+    scenario = scenario.with_formulation('miqp', backend=backend)
     sim = QuasistaticSimulator(scenario)
     q = sim.default_positions()
     for command, steps in (([0.0, 0.1, -0.1], 3), ([0.1, 0.1, -0.1], 4)):
@@ -345,18 +347,27 @@ def net_contact_force_on(result, body):
     return total
 
 
-def test_the_squeeze_beyond_gurobis_licence_runs_under_daqp():
-    """The scene of test_gurobi_size_limit_is_a_clear_error (> 200 variables) under DAQP."""
-    scenario = replace(Scenario.from_yaml(TWO_PADS), formulation='miqp', friction_directions=16)
+def test_the_squeeze_and_lift_beyond_gurobis_licence_run_under_daqp():
+    """
+    The scene of test_gurobi_size_limit_is_a_clear_error (> 200 variables) under DAQP.
+
+    The pads close on the box, squeeze it and lift it off the table (eq. 29's
+    commands): every step succeeds, cold (no MIP start), and the box rises.
+    """
+    scenario = replace(Scenario.from_yaml(TWO_PADS), friction_directions=16)
     sim = QuasistaticSimulator(scenario.with_formulation('miqp', backend='daqp'))
     q = sim.default_positions()
-    for _ in range(4):                               # the pads close on the box and squeeze
-        result = sim.step(sim.initial_state(q), {'pads': [0.0, 0.1, -0.1]})
-        assert result.success, result.status
-        q = result.q_next
-    solution = result.diagnostics.solution
-    assert solution.binaries * 2 + sim.model.n_v > 200, 'beyond the licence of the pip Gurobi'
-    assert sim.min_signed_distance(q) >= -1e-3
+    binaries = 0
+    for command, steps in (([0.0, 0.1, -0.1], 4), ([0.1, 0.1, -0.1], 4)):   # squeeze, lift
+        for _ in range(steps):
+            result = sim.step(sim.initial_state(q), {'pads': command})
+            assert result.success, result.status
+            q = result.q_next
+            binaries = max(binaries, result.diagnostics.solution.binaries)
+            assert sim.min_signed_distance(q) >= -1e-3
+    assert binaries * 2 + sim.model.n_v > 200, 'beyond the licence of the pip Gurobi'
+    box = sim.object_pose(q, 'box').translation()
+    assert box[2] > 0.05 + 0.03, f'the squeezed box rises with the pads: {box}'
 
 
 def test_miqp_keeps_a_resting_box_at_rest():

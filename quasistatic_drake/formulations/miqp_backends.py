@@ -56,20 +56,34 @@ only x:
 
 The search (``DaqpBackend._search``): the relaxation (0 <= z <= 1) bounds
 every mode from below.  Candidate modes, solved as QPs with z fixed: the
-MIP start (the previous step's mode) and the relaxation's own (each pair
-on the side its scaled w or lambda is nearer to zero).  The better one is
-DAQP's incumbent; within the gap of the bound, it is the answer with no
-search (most steps).  Otherwise DAQP searches only the modes within the gap
-of the bound (DIVE_TIME), then all (SEARCH_TIME), then accepts a mode within
-INCUMBENT_GAP of the bound, as the Gurobi backend does at its time limit.
-The gap is relative (``mip_gap``) to the whole objective, constant included.
+MIP start (the previous step's mode), the relaxation's own (each pair on the
+side its scaled w or lambda is nearer to zero), then up to MODE_CANDIDATES
+contact modes (miqp_modes.py): each point open, sticking or sliding as the
+relaxation's motion moves it, then each body pair's touching points set
+open, sticking or sliding, one pair changed, then two, ...  The first
+within the gap of the bound is the answer; otherwise the best feasible one
+is (a deterministic list).  At the mode changes in closed loop (the fingers
+closing on the object, the set-down) the big-M relaxation says nothing:
+every z at 1/2 and the bound at the optimum, so DAQP's depth-first dives
+ended in infeasible leaves until the time limit; one of the pair modes
+("the fingers stick, the table lets go") is the optimum there.  Where no
+candidate is feasible with exact rows, they are tried with the closed rows
+opened by GAP_TOLERANCE (the set-down: four points of a tilted support at
+phi of 0 to 1.7e-6 m cannot all close exactly; Gurobi's feasibility
+tolerance takes it).  Only where none is feasible does DAQP search: the
+modes within the gap of the bound (DIVE_TIME), then all (SEARCH_TIME), then
+a mode within INCUMBENT_GAP of the bound, as the Gurobi backend accepts at
+its time limit.  The gap is relative (``mip_gap``) to the whole objective,
+constant included.  ``DaqpBackend.stats`` counts how solves ended.
 
 Rows that hold exactly in DAQP and to 1e-6 in Gurobi: a manifold's phi of
 +-1e-7 m (detection noise) between parallel pads made "all points closed"
 infeasible exactly, and DAQP searched 1e5 nodes for a mode that Gurobi's
 feasibility tolerance took at once.  So |phi| < GAP_TOLERANCE (1e-6 m) is
-taken as touching, and a closed or sticking pair may open or slip by up to
-GAP_TOLERANCE (the upper big-M rows); penetration is never allowed.
+taken as touching; only in the tolerant retry of the candidate modes may a
+closed or sticking pair open or slip by up to GAP_TOLERANCE (the upper
+big-M rows; exact rows elsewhere keep paper-2d's 0.03 m grip to 1e-9);
+penetration is never allowed.
 
 The least-force stage keeps the first stage's mode and x (a QP: sum P_n
 over P_max plus LEAST_FORCE_CURVATURE on the scaled impulses, small enough
@@ -81,6 +95,7 @@ CPU time.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 import time
 from typing import Callable, Optional
@@ -91,6 +106,7 @@ from scipy import sparse
 from quasistatic_drake.errors import SolverLimitExceeded
 from quasistatic_drake.formulations.miqp_data import (MiqpData, MiqpSettings, MiqpSolution,
                                                       tight_rows)
+from quasistatic_drake.formulations.miqp_modes import candidate_modes
 
 # The restricted pip licence, measured with gurobipy 13.0.3: at most 2000 linear
 # constraints and 2000 variables, but only 200 variables in a model with a
@@ -379,7 +395,7 @@ LEAST_FORCE_CURVATURE = 1e-4  # the least-force stage: sum P_n / P_max + this ||
 GAP_TOLERANCE = 1e-6          # [m]
 DIVE_TIME = 0.05              # [s] for the search of the modes within the gap of the bound
 SEARCH_TIME = 0.2             # [s] for the whole search to the gap, before INCUMBENT_GAP
-OPEN_GAP = 0.0
+MODE_CANDIDATES = 64          # pair modes tried as QPs before the search (miqp_modes.py)
 PRIMAL_TOL = 1e-6            # DAQP: a row may be violated by this (scaled rows: entries <= 1)
 _DAQP_STATUS = {-1: "infeasible", -2: "cycling", -3: "unbounded", -4: "iteration limit",
                 -5: "nonconvex", -6: "overdetermined", -7: "time limit", -8: "unsupported",
@@ -409,9 +425,12 @@ class DaqpProblem:
 
 
 def daqp_problem(data: MiqpData, impulse: float = IMPULSE_CURVATURE,
-                 binary: float = BINARY_CURVATURE) -> DaqpProblem:
+                 binary: float = BINARY_CURVATURE, opening: float = 0.0) -> DaqpProblem:
     """
     Return eq. 23 as DAQP's mixed-integer QP (module docstring, "DAQP").
+
+    ``opening`` [m]: how far a closed row of eq. 23d (phi_next, rho) may
+    open; 0 (exact) but for the tolerant retry (GAP_TOLERANCE).
 
     Variables are scaled to O(1): x by the commanded step L (objective_scale),
     each impulse and sliding slack by its big-M; rows to unit largest entry.
@@ -435,8 +454,8 @@ def daqp_problem(data: MiqpData, impulse: float = IMPULSE_CURVATURE,
     touching = np.zeros(len(rhs))           # phi within GAP_TOLERANCE of 0: touching
     noise = np.flatnonzero(np.abs(data.b[:n_c]) < GAP_TOLERANCE)
     touching[n_eq + noise] = touching[n_eq + N + noise] = data.b[noise]
-    opening = np.concatenate([np.full(n_c + n_d, OPEN_GAP * GAP_TOLERANCE), np.zeros(n_c)])
-    rhs = rhs + touching + np.concatenate([np.zeros(n_eq + N), opening,
+    opened = np.concatenate([np.full(n_c + n_d, opening), np.zeros(n_c)])
+    rhs = rhs + touching + np.concatenate([np.zeros(n_eq + N), opened,
                                            np.zeros(N + len(data.b_lb))])
     A = A.toarray() * scale
     norm = np.max(np.abs(A), axis=1, initial=0.0)
@@ -469,6 +488,7 @@ class DaqpBackend:
             raise MiqpSolverMissing("miqp.backend 'daqp' needs daqp (pip install daqp), or "
                                     "choose backend: gurobi or scip.") from err
         self.daqp = daqp
+        self.stats: Counter = Counter()     # how each solve ended (_search)
 
     def solve(self, data: MiqpData, settings: MiqpSettings,
               start: Optional[np.ndarray] = None) -> MiqpSolution:
@@ -478,10 +498,12 @@ class DaqpBackend:
         for impulse, binary in CURVATURES:      # stiffer where DAQP's factors degenerate
             p = daqp_problem(data, impulse, binary)
             incumbent = None
-            if start is not None and len(start) == data.n_binaries:
+            usable = start if start is not None and len(start) == data.n_binaries else None
+            if usable is not None:
                 incumbent = self._fixed_binaries(p, p.H, p.f, p.lower, p.upper, p.sense, start)
             u, flag, more = self._search(p, settings, incumbent, p.H, p.f, p.lower, p.upper,
-                                         p.sense, settings.mip_gap, cpu)
+                                         p.sense, settings.mip_gap, cpu, data,
+                                         start_z=usable)
             nodes += more
             if u is not None or flag not in NUMERICAL_FAILURES:
                 break
@@ -497,7 +519,8 @@ class DaqpBackend:
         return _solution(data, y, z, time.thread_time() - cpu, nodes)
 
     def _search(self, p: DaqpProblem, settings: MiqpSettings, incumbent, H, f, lower, upper,
-                sense, rel_gap: float, cpu: float):
+                sense, rel_gap: float, cpu: float, data: Optional[MiqpData] = None,
+                tolerant: bool = True, start_z: Optional[np.ndarray] = None):
         """
         Return (u, exit flag, nodes): DAQP's branch and bound from the relaxation's bound.
 
@@ -505,7 +528,9 @@ class DaqpBackend:
         An incumbent within the tolerance of that bound is optimal; otherwise
         the search first admits only the modes within the tolerance of the
         bound (on most steps, one dive), and only if none is, searches all.
-        ``u`` is None when no mode was found.
+        ``u`` is None when no mode was found.  With ``tolerant`` False (the
+        retry with closed rows open to GAP_TOLERANCE), no search: the
+        candidates' best or None.
         """
         relaxed, flag = self._qp(H, f, p.A, lower, upper, _without_binaries(p, sense))
         if relaxed is None:                      # the relaxation is infeasible: so is eq. 23
@@ -517,14 +542,24 @@ class DaqpBackend:
         whole = bound + 0.5 * float(f @ (f / np.diag(H)))
         gap = (ABSOLUTE_GAP + 0.25 * p.binary * len(f[p.n_y:])
                + rel_gap * abs(whole))
-        if incumbent is None or _objective(H, f, incumbent) > bound + gap:
-            rounded = self._fixed_binaries(p, H, f, lower, upper, sense,
-                                           _rounded_mode(p, relaxed))
-            if rounded is not None and (incumbent is None or _objective(H, f, rounded)
-                                        < _objective(H, f, incumbent)):
-                incumbent = rounded
-        if incumbent is not None and _objective(H, f, incumbent) <= bound + gap:
+        modes = [_rounded_mode(p, relaxed)]
+        if data is not None:
+            modes += list(candidate_modes(
+                data, relaxed[:data.n_v] * p.scale[:data.n_v], _commanded_motion(data),
+                GAP_TOLERANCE, GAP_TOLERANCE, MODE_CANDIDATES))
+        incumbent = self._best_mode(p, H, f, lower, upper, sense, incumbent, modes, bound + gap)
+        if incumbent is None and data is not None and tolerant:   # rows to GAP_TOLERANCE
+            loose = daqp_problem(data, opening=GAP_TOLERANCE)     # only the bounds differ
+            first = None if start_z is None else self._fixed_binaries(
+                p, H, f, loose.lower, loose.upper, sense, start_z)
+            incumbent, _, _ = self._search(p, settings, first, H, f, loose.lower, loose.upper,
+                                           sense, rel_gap, cpu, data, tolerant=False)
+            self.stats["tolerant"] += incumbent is not None
+        if incumbent is not None or not tolerant:
+            self.stats["within gap" if incumbent is not None and _objective(
+                H, f, incumbent) <= bound + gap else "best candidate"] += 1
             return incumbent, 1, 0
+        self.stats["search"] += 1
         nodes, flag = 0, -7
         loose = gap + INCUMBENT_GAP * abs(whole)
         phases = ((bound + gap, gap, DIVE_TIME), (DAQP_INF, gap, SEARCH_TIME),
@@ -546,6 +581,23 @@ class DaqpBackend:
         if flag == -1 and incumbent is not None:
             return incumbent, 1, nodes
         return None, flag, nodes
+
+    def _best_mode(self, p: DaqpProblem, H, f, lower, upper, sense, incumbent, modes,
+                   enough: float):
+        """
+        Return the best of ``incumbent`` and the QPs of ``modes`` (z of eq. 23d, in order).
+
+        Stops at the first whose objective is at most ``enough`` (the bound
+        plus the gap: optimal).  None if every one is infeasible.
+        """
+        best = None if incumbent is None else _objective(H, f, incumbent)
+        for z in modes:
+            if best is not None and best <= enough:
+                break
+            u = self._fixed_binaries(p, H, f, lower, upper, sense, z)
+            if u is not None and (best is None or _objective(H, f, u) < best):
+                incumbent, best = u, _objective(H, f, u)
+        return incumbent
 
     def _qp(self, H, f, A, lower, upper, sense):
         """Return (u, exit flag) of one QP (no binaries in ``sense``); u None on failure."""
@@ -586,6 +638,13 @@ def _rounded_mode(p: DaqpProblem, relaxed: np.ndarray) -> np.ndarray:
     u = relaxed[:p.n_y]
     w = p.R_w @ u + p.b_w
     return (w > u[p.n_y - len(w):]).astype(float)
+
+
+def _commanded_motion(data: MiqpData) -> np.ndarray:
+    """Return x with the robots at their command (xbar_a of eq. 23) and the objects still."""
+    x = np.zeros(data.n_v)
+    x[data.idx_a] = data.xbar_a
+    return x
 
 
 def _objective(H: np.ndarray, f: np.ndarray, u: np.ndarray) -> float:

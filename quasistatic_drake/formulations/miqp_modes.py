@@ -1,0 +1,140 @@
+"""
+Contact modes of eq. 23 as binaries: the candidate modes the DAQP backend tries before its search.
+
+Pang & Tedrake 2018, eq. 23d: each row k of w = R y + b (eq. 23b) pairs with
+lambda_k; z_k = 0 closes the row (w_k = 0, lambda_k free), z_k = 1 opens it
+(lambda_k = 0).  The N = 2 n_c + n_d binaries are [phi rows; rho rows; s
+rows] (miqp.py).  A contact point has three kinds of mode:
+
+* open: phi_next free, P_n = 0 (z_phi = 1); P_f = 0 (every z_rho = 1);
+  Gamma free (z_s = 0, s = mu P_n - sum P_f = 0 holds);
+* sticking: phi_next = 0 (z_phi = 0); rho = 0 in every direction (z_rho =
+  0, so Gamma = 0 and J_f x = 0); s free (z_s = 1, Gamma = 0);
+* sliding along -d_j: phi_next = 0, rho_j = 0 (the friction direction j
+  most opposed to the motion), the other directions open, s = 0 (z_s = 0:
+  on the cone's edge, Gamma the sliding distance).
+
+The points that join the same two bodies (one row block of eq. 23f) form a
+pair; a pair's mode applies to its touching points (the others are open).
+Where the big-M relaxation says nothing (every z at 1/2, the grasp and the
+set-down: docs/formulations.md), the answer is one of few pair modes: the
+fingers stick and the table lets go.  ``candidate_modes`` lists them in the
+order of how many pairs differ from a base mode (the relaxation's motion),
+a deterministic, bounded list.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations, product
+from typing import Iterator
+
+import numpy as np
+
+from quasistatic_drake.formulations.miqp_data import MiqpData
+
+OPEN, STICK, SLIDE = 0, 1, 2      # a pair's modes (its touching points')
+
+
+def contact_pairs(data: MiqpData) -> list[np.ndarray]:
+    """Return the points of each body pair (equal rows of eq. 23f's pair sums), in order."""
+    S = data.A_lb[:, data.n_v:data.n_v + data.n_c] != 0.0
+    pairs, seen = [], np.zeros(data.n_c, dtype=bool)
+    for i in range(data.n_c):
+        if not seen[i]:
+            members = np.flatnonzero(S[i]) if S[i].any() else np.array([i])
+            seen[members] = True
+            pairs.append(members)
+    return pairs
+
+
+def tangential_motion(data: MiqpData, x: np.ndarray) -> np.ndarray:
+    """Return J_f x per point and friction direction, shape (n_c, n_d / n_c) (eq. 23b, rho)."""
+    n_c, n_d = data.n_c, data.n_d
+    per = n_d // n_c if n_c else 0
+    return (data.R[n_c:n_c + n_d, :data.n_v] @ x).reshape(n_c, per)
+
+
+def mode_binaries(data: MiqpData, point_modes: np.ndarray, slide_to: np.ndarray) -> np.ndarray:
+    """
+    Return z (eq. 23d) for a mode per point (OPEN, STICK, SLIDE; module docstring).
+
+    ``slide_to[i]``: the friction direction whose rho row closes where point i slides.
+    """
+    n_c = data.n_c
+    per = data.n_d // n_c if n_c else 0
+    z_phi = (point_modes == OPEN).astype(float)
+    z_rho = np.ones((n_c, per))
+    z_rho[point_modes == STICK] = 0.0
+    sliding = np.flatnonzero(point_modes == SLIDE)
+    z_rho[sliding, slide_to[sliding]] = 0.0
+    z_s = (point_modes == STICK).astype(float)
+    return np.concatenate([z_phi, z_rho.ravel(), z_s])
+
+
+def motion_modes(data: MiqpData, x: np.ndarray, tolerance: float) -> np.ndarray:
+    """
+    Return each point's mode under the motion x: open where phi + J_n x exceeds
+    ``tolerance``, sticking where |J_f x| is within it, else sliding.
+    """
+    n_c = data.n_c
+    phi_next = data.b[:n_c] + data.R[:n_c, :data.n_v] @ x
+    slip = np.max(np.abs(tangential_motion(data, x)), axis=1, initial=0.0)
+    modes = np.where(slip <= tolerance, STICK, SLIDE)
+    return np.where(phi_next > tolerance, OPEN, modes)
+
+
+def pair_mode_points(data: MiqpData, pair: np.ndarray, mode: int,
+                     touching: np.ndarray) -> np.ndarray:
+    """Return the pair's points' modes for a pair mode: its touching points take it."""
+    return np.where(touching[pair], mode, OPEN)
+
+
+def candidate_modes(data: MiqpData, x: np.ndarray, x_command: np.ndarray,
+                    tolerance: float, touch: float, limit: int) -> Iterator[np.ndarray]:
+    """
+    Yield at most ``limit`` distinct z (eq. 23d), pair modes nearest the motion x's first.
+
+    The base mode is ``motion_modes(x)`` (x: the relaxation's motion);
+    then every pair takes OPEN, STICK or SLIDE (its points within ``touch``
+    of contact), one pair changed, then two, ...  A sliding point slides
+    against its tangential motion under x, or under ``x_command`` (the
+    robots at their command, the objects still) where x does not move it.
+    """
+    pairs = contact_pairs(data)
+    touching = data.b[:data.n_c] <= touch
+    slide_to = _slide_directions(data, x, x_command, tolerance)
+    base = motion_modes(data, x, tolerance)
+    seen = set()
+    count = 0
+    for modes in _pair_variations(data, pairs, base, touching):
+        z = mode_binaries(data, modes, slide_to)
+        key = z.tobytes()
+        if key in seen:
+            continue
+        seen.add(key)
+        yield z
+        count += 1
+        if count >= limit:
+            return
+
+
+def _slide_directions(data: MiqpData, x: np.ndarray, x_command: np.ndarray,
+                      tolerance: float) -> np.ndarray:
+    """Return per point the friction direction most opposed to its slip (x, else command)."""
+    t = tangential_motion(data, x)
+    t_cmd = tangential_motion(data, x_command)
+    moving = np.max(np.abs(t), axis=1, initial=0.0) > tolerance
+    return np.where(moving, np.argmin(t, axis=1), np.argmin(t_cmd, axis=1)).astype(int)
+
+
+def _pair_variations(data: MiqpData, pairs: list, base: np.ndarray,
+                     touching: np.ndarray) -> Iterator[np.ndarray]:
+    """Yield point modes: the base, then 1, 2, ... pairs set to another pair mode."""
+    yield base
+    for changed in range(1, len(pairs) + 1):
+        for chosen in combinations(range(len(pairs)), changed):
+            for kinds in product((STICK, OPEN, SLIDE), repeat=changed):
+                modes = base.copy()
+                for p, kind in zip(chosen, kinds):
+                    modes[pairs[p]] = pair_mode_points(data, pairs[p], kind, touching)
+                yield modes
