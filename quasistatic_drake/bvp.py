@@ -167,8 +167,10 @@ class Plan:
     shot: Shot
 
 
-# scipy's forward differences step by FD_STEP |theta|: above the step's round-off (a solve is
-# exact to about 1e-11 m; its default step, sqrt(eps) |theta|, is 1.5e-8 relative)
+# scipy's central differences step by FD_STEP |theta|: above the step's round-off (a solve is
+# exact to about 1e-11 m; its default step, sqrt(eps) |theta|, is 1.5e-8 relative).  Central,
+# not forward: a one-sided difference across a rollout's kink (a contact that comes or goes)
+# stopped the box-turn plan 6.9 mm from its target (docs/formulations.md).
 FD_STEP = 1e-6
 
 
@@ -203,7 +205,7 @@ def solve_bvp(sim, q0: np.ndarray, robots: Sequence[str], commands: Commands,
         return _terminal_jacobian(terminal, result.q_final) @ result.dq_final
 
     answer = least_squares(residual, np.asarray(theta0, float),
-                           jac="2-point" if finite_differences else jacobian, bounds=bounds,
+                           jac="3-point" if finite_differences else jacobian, bounds=bounds,
                            method="trf", xtol=tolerance, ftol=tolerance, gtol=tolerance,
                            diff_step=FD_STEP if finite_differences else None)
     return Plan(theta=answer.x, residual=answer.fun, iterations=int(answer.nfev),

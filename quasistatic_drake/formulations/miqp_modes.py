@@ -73,8 +73,10 @@ def mode_binaries(data: MiqpData, point_modes: np.ndarray, slide_to: np.ndarray)
 
 def motion_modes(data: MiqpData, x: np.ndarray, tolerance: float) -> np.ndarray:
     """
-    Return each point's mode under the motion x: open where phi + J_n x exceeds
-    ``tolerance``, sticking where |J_f x| is within it, else sliding.
+    Return each point's mode under the motion x (Pang & Tedrake 2018, eq. 23's binaries).
+
+    Open where phi + J_n x exceeds ``tolerance``, sticking where |J_f x| is
+    within it, else sliding.
     """
     n_c = data.n_c
     phi_next = data.b[:n_c] + data.R[:n_c, :data.n_v] @ x
