@@ -1,7 +1,7 @@
 # quasistatic_drake: set-up, tests and demo (GNU make).
 #
 #   make demo     set up the library and the demo only (requirements.txt: no apt, no
-#                 browser, no ROS, no Ray; about a minute), then run the arm
+#                 browser, no ROS, no Ray; about 80 s on 2 cores), then run the arm
 #                 pick-and-place demo in Meshcat (replay saved to out/pick_and_place.html)
 #   make test     set everything up (requirements-dev.txt too, Debian packages, Chromium,
 #                 the generated tf2_msgs; first run a few minutes), then run pytest
@@ -30,7 +30,8 @@ DEMO_ARGS ?=
 
 VPY := $(VENV)/bin/python
 STAMPS := $(VENV)/.stamps
-PIP_INSTALL := $(VPY) -m pip install --no-input --progress-bar off $(PIP_ARGS)
+# --no-compile: Python writes the .pyc of what it imports, not of every file (6 s less).
+PIP_INSTALL := $(VPY) -m pip install --no-input --no-compile --progress-bar off $(PIP_ARGS)
 
 # hash FILES...: short sha256 over the names and contents of FILES.
 hash = $(shell sha256sum $(1) 2>/dev/null | sha256sum | cut -c1-16)
@@ -48,20 +49,26 @@ TF2_HASH := $(call hash,$(TF2_INPUTS))
 DEVELOP_INPUTS := setup.py setup.cfg package.xml
 DEVELOP_HASH := $(call hash,$(DEVELOP_INPUTS))
 
+# The numba kernels (quasistatic_drake/kernel_cache.py): their sources and the list.
+KERNEL_INPUTS := requirements.txt $(shell find quasistatic_drake -name '*.py' -o -name \
+	'kernel_signatures.json' | LC_ALL=C sort)
+KERNEL_HASH := $(call hash,$(KERNEL_INPUTS))
+
 REQ_STAMP := $(STAMPS)/requirements-$(REQ_HASH)
 DEV_STAMP := $(STAMPS)/requirements-dev-$(DEV_HASH)
 TF2_STAMP := $(STAMPS)/tf2_msgs-$(TF2_HASH)
 DEVELOP_STAMP := $(STAMPS)/develop-$(DEVELOP_HASH)
+KERNEL_STAMP := $(STAMPS)/kernels-$(KERNEL_HASH)
 
 .PHONY: help setup setup-demo system-deps browser-deps venv deps dev-deps tf2-msgs develop \
-	demo test lint clean
+	kernels demo test lint clean
 
 help:
 	@sed -n '2,/^$$/p' Makefile | sed 's/^# \{0,1\}//'
 
 # Everything (make test); the library and the demo only (make demo).
-setup: system-deps browser-deps venv deps dev-deps tf2-msgs develop
-setup-demo: venv deps develop
+setup: system-deps browser-deps venv deps dev-deps tf2-msgs develop kernels
+setup-demo: venv deps develop kernels
 
 # Shell snippet for the apt steps: install the Debian packages named in
 # $$missing as root or with password-less sudo (non-interactive), else say how
@@ -166,6 +173,17 @@ develop: venv
 	  echo "develop: pip install --no-deps -e . into $(VENV)"; \
 	  $(PIP_INSTALL) --no-deps -e .; \
 	  rm -f "$(STAMPS)"/develop-*; touch "$(DEVELOP_STAMP)"; \
+	fi
+
+# numba compiles the contact kernels on first use (about 70 s of CPU); this compiles
+# the demo's kernels on every core at once into numba's cache.
+kernels: deps develop
+	@if [ -f "$(KERNEL_STAMP)" ]; then \
+	  echo "kernels: numba kernels ($(KERNEL_HASH)) up to date, skipping"; \
+	else \
+	  echo "kernels: compiling the numba kernels on every core (python -m quasistatic_drake.kernel_cache)"; \
+	  $(VPY) -m quasistatic_drake.kernel_cache; \
+	  rm -f "$(STAMPS)"/kernels-*; touch "$(KERNEL_STAMP)"; \
 	fi
 
 # The arm picks and places a cylinder, live in Meshcat (the URL is printed), and

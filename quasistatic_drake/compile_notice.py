@@ -3,7 +3,9 @@ A message while numba compiles the contact kernels on their first use.
 
 The kernels (manifold.py, contact.py, formulations/) are compiled once per
 environment and cached on disk (next to the sources, or in NUMBA_CACHE_DIR);
-the first run spends about half a minute there.  :func:`compile_notice`
+the first run spends about a minute of CPU there (``make demo`` and ``make
+test`` compile the demo's kernels beforehand, on every core:
+kernel_cache.py).  :func:`compile_notice`
 says so when numba starts compiling (its "numba:compile" event; loading a
 cached kernel raises none) and the work it wraps is still going
 NOTICE_DELAY later, so a first run is never silent, and a slow load that
@@ -27,7 +29,7 @@ def notice_text() -> str:
     """Return the message printed while the kernels compile."""
     where = os.environ.get("NUMBA_CACHE_DIR") or "__pycache__ beside the sources"
     return ("quasistatic_drake: compiling the contact kernels with numba (the first run in "
-            f"this environment only, about 30 s; they are cached in {where}) ...")
+            f"this environment only, up to a minute; they are cached in {where}) ...")
 
 
 class _FirstCompilation(event.Listener):

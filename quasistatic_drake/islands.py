@@ -114,7 +114,7 @@ def _members(n_units, unit_of_v, rows, robots):
     """
     root, v_root, contact_root = _roots(n_units, unit_of_v, rows)
     island = -np.ones(n_units, dtype=np.int64)         # each root's island
-    count = 0
+    count = np.int64(0)   # not the literal 0: one compilation of _grouped
     for u in range(n_units):
         if root[u] == u:
             island[u] = count

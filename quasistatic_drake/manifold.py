@@ -282,7 +282,7 @@ def pair_manifolds(R, o, pair_A, pair_B, pair_normal, has_closest, closest_phi, 
     p_B = np.empty((n_max, 3))
     normal = np.empty((n_max, 3))
     pair = np.empty(n_max, dtype=np.int64)
-    count = 0
+    count = np.int64(0)   # not the literal 0: one compilation of each callee
     extremes = np.empty((2, 3))
     lines = np.empty((2, planes.shape[0]))
     work = np.empty((5, 3))

@@ -270,7 +270,7 @@ class QuasistaticSimulator:
 
         The first step of a process loads the compiled kernels from numba's
         cache (tens of ms); paying that here keeps it out of the step times.
-        In a new environment the kernels compile first (about 30 s), and
+        In a new environment the kernels compile first (up to a minute), and
         compile_notice says so.  The MIQP is not solved here (its solve dwarfs
         the load, and a problem too large for the licence should fail at its
         step, not at construction).

@@ -50,7 +50,7 @@ def wait_for(predicate, timeout=20.0, what='condition'):
     raise AssertionError(f'timed out after {timeout} s waiting for {what}')
 
 
-# A node's first run in a fresh environment compiles the contact kernels: about 30 s
+# A node's first run in a fresh environment compiles the contact kernels: about 70 s of CPU
 # on an idle machine, several times that on a loaded one.
 NODE_START_TIMEOUT = 300.0
 
