@@ -209,6 +209,29 @@ def test_a_box_resting_flat_is_two_sided_when_its_sides_are_compared(monkeypatch
     assert alone.gradients.degenerate
 
 
+@pytest.mark.parametrize('name, robot, command, steps', [
+    ('finger_push.yaml', 'finger', [0.01, 0.0, 0.0], 0),          # the box resting on 4 corners
+    ('finger_push.yaml', 'finger', [0.1, 0.0, 0.0], 8),           # pushed, still on 4 corners
+    ('two_pads_lift.yaml', 'pads', [0.02, 0.05, -0.05], 8)])      # squeezed, lifted
+def test_commands_are_two_sided_by_the_conditions_where_loads_are_shared(
+        monkeypatch, name, robot, command, steps):
+    """
+    Issue 30: a command moves no active row, so shared loads cannot unload under it.
+
+    Before, every command column was flagged wherever contacts shared a load
+    and solved again on both sides (2 solves per column: 7x a plain step).
+    Now the conditions alone give them, two-sided, with no solve again, and
+    they match central differences.
+    """
+    sim = scene(name)
+    s = state(sim, robot, [command] * steps)
+    monkeypatch.setattr(sim.formulation, 'checks_one_sided_by_solving', False)
+    result = sim.step(s, {robot: command}, gradients='commands')
+    assert result.success and not result.gradients.degenerate
+    assert_close(result.gradients.dq_next_dv_cmd, central(sim, robot, s, command, 'v_cmd'))
+    assert_close(result.gradients.dq_next_dq_ref, central(sim, robot, s, command, 'q_ref'))
+
+
 def test_command_gradients_alone_equal_the_full_ones():
     """gradients="commands" (qsim's kBOnly): the same dv_cmd and q_ref columns, no dq_next_dq."""
     for name, robot, command, formulation in [

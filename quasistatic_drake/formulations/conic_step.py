@@ -423,25 +423,38 @@ def _linearised_conditions(base: _Compact, kind: np.ndarray, n_d: int, structure
     return K
 
 
-def _shares_loads(K: np.ndarray, n_x: int, m: int, point: ConicPoint, m_l: int,
-                  soc_start: np.ndarray) -> bool:
+def _unloading_columns(K: np.ndarray, n_x: int, m: int, point: ConicPoint, m_l: int,
+                       soc_start: np.ndarray, RZ: np.ndarray) -> np.ndarray:
     """
-    Return whether the active rows are dependent: contacts that share a load.
+    Return the columns whose change of the active rows may unload one of them.
 
     A box's four corners on a table, or a pad's on a box, hold it with
-    impulses that are not unique.  Under a change of the rows (a tilt) some
-    of them may unload, on one side and not the other: such a column's
-    derivative is checked by solving again (``step_gradients.sides_compared``).
+    impulses that are not unique: the active rows G_A are dependent.  A
+    change whose linearised rows G_A dx = RZ_A can all be met (RZ_A in the
+    range of G_A: a lift, a push) keeps every row active, with the loads
+    shared anew, and has a two-sided derivative.  One that cannot (a tilt
+    that lifts one corner) unloads a row on one side and not the other:
+    such a column is checked by solving again (``step_gradients.sides_compared``).
+    Changes of inactive rows (a trust-region bound far away) and of the
+    cost alone never unload one.
     """
     s, z = point.s, point.z
     active = [r for r in range(m_l) if z[r] > s[r]]
     for a in soc_start:
         if z[a] - np.hypot(z[a + 1], z[a + 2]) > 1e-6 * z[a]:
             active.extend((a, a + 1, a + 2))
+    unloading = np.zeros(RZ.shape[1], dtype=bool)
     if not active:
-        return False
-    G_A = K[n_x:n_x + m, :n_x][active]
-    return np.linalg.matrix_rank(G_A, tol=RCOND * max(np.abs(G_A).max(), 1e-300)) < len(active)
+        return unloading
+    G_A, R_A = K[n_x:n_x + m, :n_x][active], RZ[active]
+    U, sigma, _ = np.linalg.svd(G_A, full_matrices=False)
+    rank = int(np.sum(sigma > RCOND * max(sigma.max(initial=0.0), 1e-300)))
+    if rank == len(active):
+        return unloading                        # independent rows: unique loads
+    U = U[:, :rank]
+    missed = R_A - U @ (U.T @ R_A)
+    size = np.abs(R_A).max(axis=0)
+    return np.abs(missed).max(axis=0) > SIDES_AGREE * np.maximum(size, 1e-300)
 
 
 def island_derivative(data: IslandData, solution: IslandSolution, changes: list,
@@ -463,7 +476,8 @@ def island_derivative(data: IslandData, solution: IslandSolution, changes: list,
     held active and inactive, and a column where they differ is one-sided;
     where a cone is (a contact at the edge of sliding), every column that
     moves the island is; where the active rows are dependent (contacts that
-    share a load), every column that changes the rows is (``_shares_loads``).
+    share a load), every column whose change they cannot all meet is
+    (``_unloading_columns``).
     """
     point = solution.point
     n, k, n_d = len(data.b), len(changes), data.J_f.shape[1]
@@ -516,8 +530,7 @@ def island_derivative(data: IslandData, solution: IslandSolution, changes: list,
     rows, cone = conic_ipm.weak_rows(point.s, point.z, m_l, soc_start, WEAK)
     DX = solve(np.zeros(m_l, dtype=np.int64))
     one_sided = np.full(k, cone) & np.any(DX != 0.0, axis=0)
-    if _shares_loads(K, n_x, m, point, m_l, soc_start):
-        one_sided |= np.any(RZ != 0.0, axis=0)  # a change of G or h may unload one of them
+    one_sided |= _unloading_columns(K, n_x, m, point, m_l, soc_start, RZ)
     if rows.any():
         active = solve(np.where(rows, 1, 0))
         inactive = solve(np.where(rows, 2, 0))
