@@ -177,10 +177,15 @@ def _iterate_derivative(sim, iterate, changes: Changes, pairs: list, d_offsets: 
     one-sided, the sides are compared by solving again (``sides_compared``).
     """
     contacts, problem = iterate.contacts, iterate.problem
+    shifted = {}        # id(contacts) -> (contacts, offset): the commands' columns share one
+
+    def offset(c: ContactSet) -> ContactSet:
+        if id(c) not in shifted:
+            shifted[id(c)] = (c, c.offset(iterate.offsets))
+        return shifted[id(c)][1]
 
     def at(column):
-        return tuple((replace(p, trust=problem.trust), c.offset(iterate.offsets))
-                     for p, c in column)
+        return tuple((replace(p, trust=problem.trust), offset(c)) for p, c in column)
     columns = [at(column) for column in changes.columns]
     keys = contacts.pair_keys() if pairs else []
     for pair in pairs:

@@ -410,10 +410,10 @@ def _linearised_conditions(base: _Compact, kind: np.ndarray, n_d: int, structure
     K[n_x:n_x + m, n_x + m:] = np.eye(m)
     comp = K[n_x + m:]
     s, z = point.s, point.z
-    for r in range(m_l):
-        top = max(abs(s[r]), abs(z[r]), 1e-300)        # each row scaled to unit size
-        comp[r, n_x + r] = s[r] / top
-        comp[r, n_x + m + r] = z[r] / top
+    rows = np.arange(m_l)
+    top = np.maximum(np.maximum(np.abs(s[:m_l]), np.abs(z[:m_l])), 1e-300)   # rows at unit size
+    comp[rows, n_x + rows] = s[:m_l] / top
+    comp[rows, n_x + m + rows] = z[:m_l] / top
     for a in soc_start:
         top = max(np.abs(s[a:a + 3]).max(), np.abs(z[a:a + 3]).max(), 1e-300)
         for u, offset in ((s, n_x), (z, n_x + m)):
@@ -421,6 +421,26 @@ def _linearised_conditions(base: _Compact, kind: np.ndarray, n_d: int, structure
             arrow[0, 1:] = arrow[1:, 0] = u[a + 1:a + 3] / top
             comp[a:a + 3, offset + a:offset + a + 3] = arrow
     return K
+
+
+def _without_slacks(K: np.ndarray, n_x: int, m: int, RX: np.ndarray, RZ: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """
+    Return the linearised conditions with ds = RZ - G dx eliminated: (dx, dz) only.
+
+        [P        G^T ] [dx]   [RX      ]
+        [-L(z) G  L(s)] [dz] = [-L(z) RZ]
+
+    The same dx as the whole system (``_linearised_conditions``), from a
+    matrix of n_x + m rows instead of n_x + 2 m: a third of the work.
+    """
+    G, comp = K[n_x:n_x + m, :n_x], K[n_x + m:]
+    L_s, L_z = comp[:, n_x:n_x + m], comp[:, n_x + m:]
+    A = np.empty((n_x + m, n_x + m))
+    A[:n_x] = K[:n_x, :n_x + m]
+    A[n_x:, :n_x] = -L_z @ G
+    A[n_x:, n_x:] = L_s
+    return A, np.vstack([RX, -L_z @ RZ])
 
 
 def _unloading_columns(K: np.ndarray, n_x: int, m: int, point: ConicPoint, m_l: int,
@@ -517,16 +537,21 @@ def island_derivative(data: IslandData, solution: IslandSolution, changes: list,
     RZ[~np.isfinite(RZ)] = 0.0
 
     K = _linearised_conditions(base, kind, n_d, structure, point)
-    rhs = np.vstack([RX, RZ, np.zeros((m, k))])
+    A, rhs = _without_slacks(K, n_x, m, RX, RZ)
+    G = K[n_x:n_x + m, :n_x]
 
     def solve(held: np.ndarray) -> np.ndarray:
-        matrix = K.copy()
+        matrix, right = A.copy(), rhs.copy()
         for r in np.flatnonzero(held):            # a row's side: ds_r = 0 or dz_r = 0
-            matrix[n_x + m + r] = 0.0
-            matrix[n_x + m + r, (n_x + m + r) if held[r] == 1 else (n_x + r)] = 1.0
+            matrix[n_x + r], right[n_x + r] = 0.0, 0.0
+            if held[r] == 1:                      # ds_r = RZ_r - G_r dx = 0
+                matrix[n_x + r, :n_x], right[n_x + r] = G[r], RZ[r]
+            else:
+                matrix[n_x + r, n_x + r] = 1.0
         # least squares: where contacts share a load (a box's four corners on a
         # table) their impulses are not unique and the matrix is singular; v' is
-        return np.linalg.lstsq(matrix, rhs, rcond=RCOND)[0][:n]
+        # unique all the same, and the least-norm solution has it
+        return np.linalg.lstsq(matrix, right, rcond=RCOND)[0][:n]
     rows, cone = conic_ipm.weak_rows(point.s, point.z, m_l, soc_start, WEAK)
     DX = solve(np.zeros(m_l, dtype=np.int64))
     one_sided = np.full(k, cone) & np.any(DX != 0.0, axis=0)

@@ -284,13 +284,21 @@ class QpFormulation(Formulation):
             penalty=RECOVERY_PRICE * (float(np.sum(self.unit_load[island.units])) + 1e-3))
 
     def _islands_data(self, problem: StepProblem, contacts: ContactSet, friction: np.ndarray,
-                      parts: tuple) -> list:
+                      parts: tuple, cost: Optional[QpCost] = None) -> list:
         """Return the problem of each of ``parts``' islands, from the step's data."""
-        cost = self._cost(problem)
+        cost = self._cost(problem) if cost is None else cost
         lower, upper = self._trust_bounds(problem)
         J_t = tangent_rows(contacts.J_f, contacts.n_c, contacts.n_d)
         return [self._island_data(island, cost, contacts, J_t, friction, lower, upper)
                 for island, _ in parts]
+
+    def _islands_data_like(self, like: list, problem: StepProblem, cost: QpCost,
+                           parts: tuple) -> list:
+        """Return ``like`` (islands' data, same contacts and Q) with problem's b and bounds."""
+        lower, upper = self._trust_bounds(problem)
+        return [replace(data, b=cost.b[island.v_idx], lower=lower[island.v_idx],
+                        upper=upper[island.v_idx])
+                for data, (island, _) in zip(like, parts)]
 
     @staticmethod
     def _impulses_W(contacts: ContactSet, ic: np.ndarray,
@@ -407,11 +415,19 @@ class QpFormulation(Formulation):
             return self._barrier_derivative(problem, contacts, solution, changes, delta)
         k = len(changes)
         dv, one_sided = np.zeros((self.facts.n_v, k)), np.zeros(k, dtype=bool)
-        friction = solution.friction_bounds
-        base = self._islands_data(problem, contacts, friction, solution.parts)
-        sides = [(self._islands_data(*plus, friction, solution.parts),
-                  self._islands_data(*minus, friction, solution.parts))
-                 for plus, minus in changes]
+        friction, parts = solution.friction_bounds, solution.parts
+        built = {}      # id(contacts) -> (contacts, Q, islands' data): their rows, built once
+
+        def data(at_problem: StepProblem, at_contacts: ContactSet) -> list:
+            cost = self._cost(at_problem)
+            same = built.get(id(at_contacts))
+            if same is not None and np.array_equal(same[1], cost.Q):
+                return self._islands_data_like(same[2], at_problem, cost, parts)
+            out = self._islands_data(at_problem, at_contacts, friction, parts, cost)
+            built[id(at_contacts)] = (at_contacts, cost.Q, out)
+            return out
+        base = data(problem, contacts)
+        sides = [(data(*plus), data(*minus)) for plus, minus in changes]
         for i, (island, answer) in enumerate(solution.parts):
             d, sided = island_derivative(base[i], answer,
                                          [(high[i], low[i]) for high, low in sides], delta)
