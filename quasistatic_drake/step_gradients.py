@@ -356,22 +356,28 @@ def matched(base: ContactSet, other: ContactSet, far_base: np.ndarray,
     apart (``far_other``).  None if a contact that matters came or went: that
     change has no derivative.
     """
-    order, free = [], set(range(other.n_c))
+    distance = np.linalg.norm(base.point_A_W[:, None, :] - other.point_A_W[None, :, :], axis=2)
+    body_a, body_b = np.array(base.body_a, dtype=object), np.array(base.body_b, dtype=object)
+    same_pair = ((body_a[:, None] == np.array(other.body_a, dtype=object)[None, :])
+                 & (body_b[:, None] == np.array(other.body_b, dtype=object)[None, :]))
+    distance[~same_pair] = np.inf
+    order, free = [], np.ones(other.n_c, dtype=bool)
     for i in range(base.n_c):
-        same = [j for j in free if (other.body_a[j], other.body_b[j])
-                == (base.body_a[i], base.body_b[i])]
-        j = min(same, default=None,
-                key=lambda k: np.linalg.norm(other.point_A_W[k] - base.point_A_W[i]))
-        if j is None or np.linalg.norm(other.point_A_W[j] - base.point_A_W[i]) > MATCH_DISTANCE:
+        j = int(np.argmin(distance[i])) if other.n_c else -1
+        if j < 0 or not distance[i, j] <= MATCH_DISTANCE:
             if not far_base[i]:
                 return None
             order.append(other.n_c + i)             # base's own rows: no change
             continue
         order.append(j)
-        free.remove(j)
-    if not all(far_other[j] for j in free):
+        free[j] = False
+        distance[:, j] = np.inf                     # each contact of other matches once
+    if not np.all(far_other[free]):
         return None
-    return other.joined(base).take(np.array(order, dtype=int))
+    order = np.array(order, dtype=int)
+    if order.size and order.max() >= other.n_c:
+        return other.joined(base).take(order)
+    return other.take(order)
 
 
 def _integration_jacobians(sim, q: np.ndarray, v: np.ndarray,
