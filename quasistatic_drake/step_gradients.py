@@ -83,7 +83,7 @@ def step_gradients(sim, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, tau
     one_sided = False
     for k, iterate in enumerate(iterates):
         pairs = sorted(iterate.offsets)
-        commands = _command_changes(iterate.problem, without_offsets(iterate))
+        commands = _command_changes(iterate.problem)
         if k == 0:                          # the lagged offsets: constants
             d_cmd = np.zeros((len(pairs), len(commands.columns)))
             d_q = None if positions is None else np.zeros((len(pairs), len(q)))
@@ -116,7 +116,8 @@ class Changes:
     The step's data at theta_j +- delta, per parameter theta_j.
 
     ``columns``: ((problem, contacts), (problem, contacts)) with the contacts
-    matched to the step's (in their order); ``raw``: as the detector found
+    matched to the step's (in their order; None: the iterate's own, as
+    under a command); ``raw``: as the detector found
     them (for solving again); ``unmatched``: the columns where a contact
     that matters came or went (their columns hold the step's own data).
     """
@@ -131,13 +132,18 @@ def without_offsets(iterate) -> ContactSet:
     return iterate.contacts.offset({key: -c for key, c in iterate.offsets.items()})
 
 
-def _command_changes(problem, contacts: ContactSet) -> Changes:
-    """Return the step's data at v_cmd +- DELTA_COMMAND e_i, then at q_ref +- it."""
+def _command_changes(problem) -> Changes:
+    """
+    Return the step's data at v_cmd +- DELTA_COMMAND e_i, then at q_ref +- it.
+
+    A command changes the cost and the bounds only: its columns keep the
+    iterate's own contacts (None here), whose rows the formulation reuses.
+    """
     columns = []
     for field in ("v_cmd", "q_ref"):
         base = getattr(problem, field)
-        columns.extend(((replace(problem, **{field: base + DELTA_COMMAND * e}), contacts),
-                        (replace(problem, **{field: base - DELTA_COMMAND * e}), contacts))
+        columns.extend(((replace(problem, **{field: base + DELTA_COMMAND * e}), None),
+                        (replace(problem, **{field: base - DELTA_COMMAND * e}), None))
                        for e in np.eye(len(base)))
     return Changes(columns, columns, np.zeros(len(columns), dtype=bool))
 
@@ -177,15 +183,10 @@ def _iterate_derivative(sim, iterate, changes: Changes, pairs: list, d_offsets: 
     one-sided, the sides are compared by solving again (``sides_compared``).
     """
     contacts, problem = iterate.contacts, iterate.problem
-    shifted = {}        # id(contacts) -> (contacts, offset): the commands' columns share one
-
-    def offset(c: ContactSet) -> ContactSet:
-        if id(c) not in shifted:
-            shifted[id(c)] = (c, c.offset(iterate.offsets))
-        return shifted[id(c)][1]
 
     def at(column):
-        return tuple((replace(p, trust=problem.trust), offset(c)) for p, c in column)
+        return tuple((replace(p, trust=problem.trust),
+                      contacts if c is None else c.offset(iterate.offsets)) for p, c in column)
     columns = [at(column) for column in changes.columns]
     keys = contacts.pair_keys() if pairs else []
     for pair in pairs:
