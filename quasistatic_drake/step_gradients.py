@@ -185,7 +185,7 @@ def _iterate_derivative(sim, iterate, changes: Changes, pairs: list, d_offsets: 
     contacts, problem = iterate.contacts, iterate.problem
 
     def at(column):
-        return tuple((replace(p, trust=problem.trust),
+        return tuple((p if p.trust is problem.trust else replace(p, trust=problem.trust),
                       contacts if c is None else c.offset(iterate.offsets)) for p, c in column)
     columns = [at(column) for column in changes.columns]
     keys = contacts.pair_keys() if pairs else []

@@ -477,6 +477,13 @@ def _unloading_columns(K: np.ndarray, n_x: int, m: int, point: ConicPoint, m_l: 
     return np.abs(missed).max(axis=0) > SIDES_AGREE * np.maximum(size, 1e-300)
 
 
+def _same_rows(side: IslandData, data: IslandData) -> bool:
+    """Return whether an island's changed data has ``data``'s own rows and Q (a command's)."""
+    return (side.J_n is data.J_n and side.J_t is data.J_t and side.J_f is data.J_f
+            and side.Q is data.Q and side.phi_h is data.phi_h and side.friction is data.friction
+            and side.penalty == data.penalty)
+
+
 def island_derivative(data: IslandData, solution: IslandSolution, changes: list,
                       delta: float) -> tuple[np.ndarray, np.ndarray]:
     """
@@ -503,8 +510,10 @@ def island_derivative(data: IslandData, solution: IslandSolution, changes: list,
     n, k, n_d = len(data.b), len(changes), data.J_f.shape[1]
     scales = (point.scale_v, point.scale_n, point.scale_f)
     pattern = _pattern(data)
-    for plus, minus in changes:
-        pattern = pattern | _pattern(plus) | _pattern(minus)
+    costs_only = [_same_rows(plus, data) and _same_rows(minus, data) for plus, minus in changes]
+    for (plus, minus), same in zip(changes, costs_only):
+        if not same:
+            pattern = pattern | _pattern(plus) | _pattern(minus)
     kind, slack = _structure(data)
     base = _compact(data, scales, pattern, kind, slack)
     structure = conic_ipm.layout(kind, slack, n_d, n, data.lower, data.upper)
@@ -517,7 +526,15 @@ def island_derivative(data: IslandData, solution: IslandSolution, changes: list,
     conic_ipm.gt_times(point.z, constant_gt, base.cptr, base.cols, *zeros, kind, n_d, *fixed)
     conic_ipm.g_times(point.x, constant_g, base.cptr, base.cols, *zeros, kind, n_d, *fixed)
     gt, g = np.empty(n_x), np.empty(m)
+    bounds = conic_ipm.bound_rows(structure, data.lower, data.upper)
     for j, (plus, minus) in enumerate(changes):
+        if costs_only[j]:                         # a command: the same rows, new b and bounds
+            RX[:n, j] = -(plus.b - minus.b) * point.scale_v / (2 * delta)
+            dh = np.zeros(m)
+            dh[bounds[0]] = ((plus.upper - minus.upper) / point.scale_v)[bounds[1]] / (2 * delta)
+            dh[bounds[2]] = -((plus.lower - minus.lower) / point.scale_v)[bounds[3]] / (2 * delta)
+            RZ[:, j] = dh
+            continue
         high = _compact(plus, scales, pattern, kind, slack)
         low = _compact(minus, scales, pattern, kind, slack)
         dJn, dJt, dJf = ((high.Jn - low.Jn) / (2 * delta), (high.Jt - low.Jt) / (2 * delta),
@@ -529,7 +546,6 @@ def island_derivative(data: IslandData, solution: IslandSolution, changes: list,
         RX[:n, j] -= ((high.Q - low.Q) @ point.x[:n] + high.c_v - low.c_v) / (2 * delta)
         dh = np.zeros(m)
         dh[structure[0]] = (high.h_n - low.h_n) / (2 * delta)
-        bounds = conic_ipm.bound_rows(structure, data.lower, data.upper)
         dh[bounds[0]] = (high.upper - low.upper)[bounds[1]] / (2 * delta)
         dh[bounds[2]] = -(high.lower - low.lower)[bounds[3]] / (2 * delta)
         RZ[:, j] = dh - (g - constant_g)
