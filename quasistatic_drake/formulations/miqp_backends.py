@@ -59,31 +59,34 @@ every mode from below.  Candidate modes, solved as QPs with z fixed: the
 MIP start (the previous step's mode), the relaxation's own (each pair on the
 side its scaled w or lambda is nearer to zero), then up to MODE_CANDIDATES
 contact modes (miqp_modes.py): each point open, sticking or sliding as the
-relaxation's motion moves it, then each body pair's touching points set
+relaxation's motion moves it, then each body pair's nearest points set
 open, sticking or sliding, one pair changed, then two, ...  The first
 within the gap of the bound is the answer; otherwise the best feasible one
 is (a deterministic list).  At the mode changes in closed loop (the fingers
 closing on the object, the set-down) the big-M relaxation says nothing:
 every z at 1/2 and the bound at the optimum, so DAQP's depth-first dives
 ended in infeasible leaves until the time limit; one of the pair modes
-("the fingers stick, the table lets go") is the optimum there.  Where no
-candidate is feasible with exact rows, they are tried with the closed rows
-opened by GAP_TOLERANCE (the set-down: four points of a tilted support at
-phi of 0 to 1.7e-6 m cannot all close exactly; Gurobi's feasibility
-tolerance takes it).  Only where none is feasible does DAQP search: the
-modes within the gap of the bound (DIVE_TIME), then all (SEARCH_TIME), then
-a mode within INCUMBENT_GAP of the bound, as the Gurobi backend accepts at
-its time limit.  The gap is relative (``mip_gap``) to the whole objective,
-constant included.  ``DaqpBackend.stats`` counts how solves ended.
+("the fingers stick, the table lets go") is the optimum there.  Only where
+no candidate is feasible does DAQP search: the modes within the gap of the
+bound (DIVE_TIME), then all (SEARCH_TIME), then a mode within INCUMBENT_GAP
+of the bound, as the Gurobi backend accepts at its time limit.  That search
+is cut by time (DAQP 0.11 has no node limit), so its outcome may depend on
+the host; no step of the benchmark's closed loops, paper-2d or the MIQP
+tests reaches it (``DaqpBackend.stats["search"]`` counts the steps that do).
+The gap is relative (``mip_gap``) to the whole objective, constant
+included.  ``DaqpBackend.stats`` counts how solves ended.
 
-Rows that hold exactly in DAQP and to 1e-6 in Gurobi: a manifold's phi of
-+-1e-7 m (detection noise) between parallel pads made "all points closed"
+Rows near contact (``contact_band``): a manifold's phi of +-1e-7 m
+(detection noise) between parallel pads made "all points closed"
 infeasible exactly, and DAQP searched 1e5 nodes for a mode that Gurobi's
-feasibility tolerance took at once.  So |phi| < GAP_TOLERANCE (1e-6 m) is
-taken as touching; only in the tolerant retry of the candidate modes may a
-closed or sticking pair open or slip by up to GAP_TOLERANCE (the upper
-big-M rows; exact rows elsewhere keep paper-2d's 0.03 m grip to 1e-9);
-penetration is never allowed.
+feasibility tolerance (1e-6, both sides of every row) took at once.  Within
+GAP_TOLERANCE of contact a point may keep its penetration and, closed, stay
+as far open as it is, tapering to exact rows at 2 GAP_TOLERANCE: one-sided
+(never deeper, never farther than it was) and continuous in phi.  The rule
+before it took |phi| < GAP_TOLERANCE as 0, a step at the band's edge: at
+the rounded box's set-down a pad at -0.99e-6 and -1.02e-6 m became a tilt
+that the opposite pad could not follow, every candidate was infeasible, and
+DAQP's search ran into the time limit (docs/formulations.md).
 
 The least-force stage keeps the first stage's mode and x (a QP: sum P_n
 over P_max plus LEAST_FORCE_CURVATURE on the scaled impulses, small enough
@@ -388,10 +391,11 @@ CURVATURES = ((IMPULSE_CURVATURE, BINARY_CURVATURE), (1e-6, 1e-6))
 NUMERICAL_FAILURES = (-2, -4)  # cycling, iteration limit
 ABSOLUTE_GAP = 1e-13          # the scaled objective: a tracking error of 3e-7 commanded steps
 LEAST_FORCE_CURVATURE = 1e-4  # the least-force stage: sum P_n / P_max + this ||.||^2
-# A closed contact (z = 0 on its phi row) may be open by this much, and a sticking one
-# (rho) slip by it, as Gurobi's rows hold to its FeasibilityTol (1e-6, absolute).  Exactly,
-# the four ends of two line contacts between parallel pads (a held cylinder; detection
-# noise of 1e-7 m in phi) cannot all close at once, and DAQP searched 1e5 nodes for it.
+# Near contact a point may keep its penetration, and a closed one stay as far open as it
+# is, up to this (contact_band), as Gurobi's rows hold to its FeasibilityTol (1e-6,
+# absolute).  Exactly, the four ends of two line contacts between parallel pads (a held
+# cylinder; detection noise of 1e-7 m in phi) cannot all close at once, and DAQP searched
+# 1e5 nodes for it.
 GAP_TOLERANCE = 1e-6          # [m]
 DIVE_TIME = 0.05              # [s] for the search of the modes within the gap of the bound
 SEARCH_TIME = 0.2             # [s] for the whole search to the gap, before INCUMBENT_GAP
@@ -425,12 +429,12 @@ class DaqpProblem:
 
 
 def daqp_problem(data: MiqpData, impulse: float = IMPULSE_CURVATURE,
-                 binary: float = BINARY_CURVATURE, opening: float = 0.0) -> DaqpProblem:
+                 binary: float = BINARY_CURVATURE) -> DaqpProblem:
     """
     Return eq. 23 as DAQP's mixed-integer QP (module docstring, "DAQP").
 
-    ``opening`` [m]: how far a closed row of eq. 23d (phi_next, rho) may
-    open; 0 (exact) but for the tolerant retry (GAP_TOLERANCE).
+    The non-penetration rows near contact are held as ``contact_band`` says
+    (within GAP_TOLERANCE, one-sided and continuous in phi).
 
     Variables are scaled to O(1): x by the commanded step L (objective_scale),
     each impulse and sliding slack by its big-M; rows to unit largest entry.
@@ -451,12 +455,10 @@ def daqp_problem(data: MiqpData, impulse: float = IMPULSE_CURVATURE,
     f[n_v:n_v + n_c] = linear
     A, sense_rows, rhs = eq23_rows(data)
     n_eq, n_d = len(data.b_eq), data.n_d
-    touching = np.zeros(len(rhs))           # phi within GAP_TOLERANCE of 0: touching
-    noise = np.flatnonzero(np.abs(data.b[:n_c]) < GAP_TOLERANCE)
-    touching[n_eq + noise] = touching[n_eq + N + noise] = data.b[noise]
-    opened = np.concatenate([np.full(n_c + n_d, opening), np.zeros(n_c)])
-    rhs = rhs + touching + np.concatenate([np.zeros(n_eq + N), opened,
-                                           np.zeros(N + len(data.b_lb))])
+    kept, reached = contact_band(data.b[:n_c], GAP_TOLERANCE)
+    opened = np.concatenate([reached, np.zeros(n_d + n_c)])
+    rhs = rhs + np.concatenate([np.zeros(n_eq), -kept, np.zeros(n_d + n_c), opened,
+                                np.zeros(N + len(data.b_lb))])
     A = A.toarray() * scale
     norm = np.max(np.abs(A), axis=1, initial=0.0)
     norm[norm == 0.0] = 1.0
@@ -475,6 +477,29 @@ def daqp_problem(data: MiqpData, impulse: float = IMPULSE_CURVATURE,
                        sense=sense, scale=scale, n_y=n_y,
                        R_w=data.R * scale[:n_y] / data.M_w[:, None], b_w=data.b / data.M_w,
                        binary=binary)
+
+
+def contact_band(phi: np.ndarray, tolerance: float) -> tuple[np.ndarray, np.ndarray]:
+    """
+    Return (kept, reached) per point: phi_next >= -kept, and a closed row phi_next <= reached.
+
+    Pang & Tedrake 2018, eq. 23b-d, held near contact as Gurobi holds its
+    rows (FeasibilityTol), but one-sided: a point within ``tolerance`` of
+    contact may keep the penetration it has (kept = -phi) and, closed, stay
+    as far open as it is (reached = phi); no row is loosened beyond where the
+    point already is.  Both taper back to 0 (exact rows) at 2 ``tolerance``,
+    so they are continuous in phi: a point's allowance never jumps.  The
+    earlier rule, phi taken as 0 where |phi| < tolerance, jumped: a pad at
+    phi -0.99e-6 m on two points and -1.02e-6 m on the other two (the rounded
+    box's set-down) was made a tilt of 1e-6 m that the parallel pad opposite
+    could not follow, and every closed mode was infeasible
+    (docs/formulations.md).  Exact beyond the band: a far point closes to
+    phi_next = 0 (an open allowance there let paper-2d's falling cylinder
+    stop 1e-6 m above the table, at less motion).
+    """
+    kept = np.clip(np.minimum(-phi, 2.0 * tolerance + phi), 0.0, tolerance)
+    reached = np.clip(np.minimum(phi, 2.0 * tolerance - phi), 0.0, tolerance)
+    return kept, reached
 
 
 class DaqpBackend:
@@ -502,8 +527,7 @@ class DaqpBackend:
             if usable is not None:
                 incumbent = self._fixed_binaries(p, p.H, p.f, p.lower, p.upper, p.sense, start)
             u, flag, more = self._search(p, settings, incumbent, p.H, p.f, p.lower, p.upper,
-                                         p.sense, settings.mip_gap, cpu, data,
-                                         start_z=usable)
+                                         p.sense, settings.mip_gap, cpu, data)
             nodes += more
             if u is not None or flag not in NUMERICAL_FAILURES:
                 break
@@ -519,18 +543,16 @@ class DaqpBackend:
         return _solution(data, y, z, time.thread_time() - cpu, nodes)
 
     def _search(self, p: DaqpProblem, settings: MiqpSettings, incumbent, H, f, lower, upper,
-                sense, rel_gap: float, cpu: float, data: Optional[MiqpData] = None,
-                tolerant: bool = True, start_z: Optional[np.ndarray] = None):
+                sense, rel_gap: float, cpu: float, data: Optional[MiqpData] = None):
         """
         Return (u, exit flag, nodes): DAQP's branch and bound from the relaxation's bound.
 
         The relaxation (binaries between 0 and 1) bounds every mode from below.
         An incumbent within the tolerance of that bound is optimal; otherwise
-        the search first admits only the modes within the tolerance of the
-        bound (on most steps, one dive), and only if none is, searches all.
-        ``u`` is None when no mode was found.  With ``tolerant`` False (the
-        retry with closed rows open to GAP_TOLERANCE), no search: the
-        candidates' best or None.
+        the candidate modes (``candidate_modes``) are solved as QPs, the first
+        within the tolerance or else the best being the answer.  Only where
+        none is feasible does DAQP search: first the modes within the
+        tolerance of the bound, then all.  ``u`` is None when no mode was found.
         """
         relaxed, flag = self._qp(H, f, p.A, lower, upper, _without_binaries(p, sense))
         if relaxed is None:                      # the relaxation is infeasible: so is eq. 23
@@ -548,16 +570,9 @@ class DaqpBackend:
                 data, relaxed[:data.n_v] * p.scale[:data.n_v], _commanded_motion(data),
                 GAP_TOLERANCE, GAP_TOLERANCE, MODE_CANDIDATES))
         incumbent = self._best_mode(p, H, f, lower, upper, sense, incumbent, modes, bound + gap)
-        if incumbent is None and data is not None and tolerant:   # rows to GAP_TOLERANCE
-            loose = daqp_problem(data, opening=GAP_TOLERANCE)     # only the bounds differ
-            first = None if start_z is None else self._fixed_binaries(
-                p, H, f, loose.lower, loose.upper, sense, start_z)
-            incumbent, _, _ = self._search(p, settings, first, H, f, loose.lower, loose.upper,
-                                           sense, rel_gap, cpu, data, tolerant=False)
-            self.stats["tolerant"] += incumbent is not None
-        if incumbent is not None or not tolerant:
-            self.stats["within gap" if incumbent is not None and _objective(
-                H, f, incumbent) <= bound + gap else "best candidate"] += 1
+        if incumbent is not None:
+            self.stats["within gap" if _objective(H, f, incumbent) <= bound + gap
+                       else "best candidate"] += 1
             return incumbent, 1, 0
         self.stats["search"] += 1
         nodes, flag = 0, -7

@@ -15,7 +15,8 @@ rows] (miqp.py).  A contact point has three kinds of mode:
   on the cone's edge, Gamma the sliding distance).
 
 The points that join the same two bodies (one row block of eq. 23f) form a
-pair; a pair's mode applies to its touching points (the others are open).
+pair; a pair's mode applies to its nearest points (``nearest_points``: within
+the tolerance of contact or of the pair's nearest point; the others are open).
 Where the big-M relaxation says nothing (every z at 1/2, the grasp and the
 set-down: docs/formulations.md), the answer is one of few pair modes: the
 fingers stick and the table lets go.  ``candidate_modes`` lists them in the
@@ -32,7 +33,7 @@ import numpy as np
 
 from quasistatic_drake.formulations.miqp_data import MiqpData
 
-OPEN, STICK, SLIDE = 0, 1, 2      # a pair's modes (its touching points')
+OPEN, STICK, SLIDE = 0, 1, 2      # a pair's modes (its nearest points')
 
 
 def contact_pairs(data: MiqpData) -> list[np.ndarray]:
@@ -91,6 +92,21 @@ def pair_mode_points(data: MiqpData, pair: np.ndarray, mode: int,
     return np.where(touching[pair], mode, OPEN)
 
 
+def nearest_points(phi: np.ndarray, pairs: list, band: float) -> np.ndarray:
+    """
+    Return per point whether a pair mode closes it: near contact or near its pair's nearest.
+
+    A pair whose points are all apart (a held object's table, 19 mm below
+    at the release of Pang & Tedrake 2018's Sec. V-A) can still land in one
+    step: its nearest points take the pair's closed modes.  A patch's
+    farther points (a pad's far edge, 3.5 mm off a cylinder) stay open.
+    """
+    near = phi <= band
+    for members in pairs:
+        near[members] |= phi[members] <= np.min(phi[members]) + band
+    return near
+
+
 def candidate_modes(data: MiqpData, x: np.ndarray, x_command: np.ndarray,
                     tolerance: float, touch: float, limit: int) -> Iterator[np.ndarray]:
     """
@@ -98,12 +114,13 @@ def candidate_modes(data: MiqpData, x: np.ndarray, x_command: np.ndarray,
 
     The base mode is ``motion_modes(x)`` (x: the relaxation's motion);
     then every pair takes OPEN, STICK or SLIDE (its points within ``touch``
-    of contact), one pair changed, then two, ...  A sliding point slides
+    of contact or of the pair's nearest point, ``nearest_points``), one pair
+    changed, then two, ...  A sliding point slides
     against its tangential motion under x, or under ``x_command`` (the
     robots at their command, the objects still) where x does not move it.
     """
     pairs = contact_pairs(data)
-    touching = data.b[:data.n_c] <= touch
+    touching = nearest_points(data.b[:data.n_c], pairs, touch)
     slide_to = _slide_directions(data, x, x_command, tolerance)
     base = motion_modes(data, x, tolerance)
     seen = set()

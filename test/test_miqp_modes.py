@@ -1,0 +1,47 @@
+"""
+The DAQP backend's candidate contact modes (miqp_modes.py; Pang & Tedrake 2018, eq. 23).
+
+At the release of Sec. V-A (step 40: the fingers open, the cylinder held
+19 mm over the table falls onto it) the optimal mode closes the table, a
+pair none of whose points touches.  The candidate modes closed only the
+points within 1e-6 m of contact, so none was feasible and the step went to
+DAQP's search (cut by time).  A pair's nearest points now take its closed
+modes (``nearest_points``).
+"""
+
+import numpy as np
+
+from quasistatic_drake.apps import paper_2d as P
+from quasistatic_drake.formulations.miqp import MiqpSettings, miqp_data
+from quasistatic_drake.formulations.miqp_backends import DaqpBackend, GurobiBackend
+from quasistatic_drake.formulations.miqp_modes import contact_pairs, nearest_points
+
+
+def release_step():
+    """Return eq. 23's data at paper-2d's release (step 40) and its settings."""
+    settings = MiqpSettings(contact_stiffness=P.K, object_motion_weight=0.0)
+    q = P.run_hand_written('gurobi').q[39]
+    contacts = P.contact_set_eqs_24_28(q)
+    unbounded = np.full(5, np.inf)
+    data = miqp_data(contacts, P.H, P.IDX_U, P.IDX_A, P.H * P.command_eq29(40),
+                     np.array([0.0, -P.MASS * P.GRAVITY]), settings, -unbounded, unbounded,
+                     point_reach=0.05, weight=P.MASS * P.GRAVITY)
+    return data, settings
+
+
+def test_a_pair_apart_takes_its_closed_modes_at_its_nearest_points():
+    phi = np.array([0.0, 3.5e-3, 0.0, 1.9e-2, 1.9e-2 + 5e-7, 1.9e-2 + 1e-3])
+    pairs = [np.array([0, 1]), np.array([2]), np.array([3, 4, 5])]
+    np.testing.assert_array_equal(nearest_points(phi, pairs, 1e-6),
+                                  [True, False, True, True, True, False])
+
+
+def test_the_release_is_settled_by_a_candidate_mode_as_gurobi_settles_it():
+    data, settings = release_step()
+    assert data.b[2] > 0.018 and len(contact_pairs(data)) == 3, 'the table 19 mm below'
+    daqp = DaqpBackend()
+    mine, theirs = daqp.solve(data, settings), GurobiBackend().solve(data, settings)
+    assert daqp.stats['search'] == 0, daqp.stats
+    assert mine.x is not None and theirs.x is not None
+    np.testing.assert_allclose(mine.x, theirs.x, rtol=0, atol=1e-8)
+    assert mine.z[2] == 0.0, 'the table closes: the cylinder lands'
