@@ -8,7 +8,8 @@ its end.  Here the model is the engine's step, and the problem is solved by
 shooting: the rollout from the parameters theta, the terminal residual
 r(q_N), and Gauss-Newton / Levenberg-Marquardt steps
 (``scipy.optimize.least_squares``) with the exact Jacobian of the rollout,
-chained from the step gradients (``step(gradients=True)``):
+chained from the step gradients in forward mode (``step(gradients=dq)``:
+dq_next/dq times the sensitivity carried so far):
 
     dq_{k+1}/dtheta = dq_next/dq dq_k/dtheta + dq_next/dv_cmd dv_cmd_k/dtheta
                       + dq_next/dq_ref dq_ref_k/dtheta,
@@ -137,7 +138,7 @@ def shoot(sim, q0: np.ndarray, robots: Sequence[str], commands: Commands, theta:
     failed = degenerate = 0
     for k, v_k in enumerate(v_all):
         v_cmd = dict(zip(robots, np.split(v_k, splits)))
-        result = sim.step(state, v_cmd, gradients=gradients)
+        result = sim.step(state, v_cmd, gradients=_asked(dq) if gradients else False)
         if not result.success:
             failed += 1
             continue
@@ -147,12 +148,28 @@ def shoot(sim, q0: np.ndarray, robots: Sequence[str], commands: Commands, theta:
         dv = np.zeros((len(v_k), len(theta)))
         dv[:, :n_cmd] = commands.basis[k]
         chain = result.gradients
-        dq_next = (chain.dq_next_dq @ dq + chain.dq_next_dv_cmd @ dv
-                   + chain.dq_next_dq_ref @ dq_ref)
+        dq_next = chain.dq_next_dv_cmd @ dv + chain.dq_next_dq_ref @ dq_ref
+        if chain.dq_next_dq is not None:
+            dq_next += chain.dq_next_dq @ dq
+        elif chain.dq_next_dq_along is not None:
+            dq_next += chain.dq_next_dq_along
         dq_ref = dq_ref + sim.h * dv
         degenerate += int(chain.degenerate)
         state, dq = result.state_next, dq_next
     return Shot(np.array(state.q), dq, failed, degenerate)
+
+
+def _asked(dq: np.ndarray):
+    """
+    Return the step gradients a rollout's chain needs, given dq/dtheta so far.
+
+    Forward mode: dq_next/dq is needed only times dq (``gradients=dq``, 2
+    n_theta detector runs), all of it (``True``, 2 n_q) only when theta is
+    as long as q, and none while dq is zero (``"commands"``).
+    """
+    if not np.any(dq):
+        return "commands"
+    return True if dq.shape[1] >= dq.shape[0] else dq
 
 
 @dataclass(frozen=True)

@@ -46,13 +46,15 @@ class StepGradients:
     rest of the state fixed (the reference among it); ``dq_next_dv_cmd`` and
     ``dq_next_dq_ref`` are n_q x n_a (robots in scenario order, joints in
     ``robot_joint_names`` order).  ``degenerate``: some derivative is one-sided
-    (a kink: the two sides measurably differ).
+    (a kink: the two sides measurably differ).  ``dq_next_dq_along`` (n_q x
+    k, under ``gradients=S`` only) is dq_next/dq @ S.
     """
 
     dq_next_dq: Optional[np.ndarray]
     dq_next_dv_cmd: np.ndarray
     dq_next_dq_ref: np.ndarray
     degenerate: bool = False
+    dq_next_dq_along: Optional[np.ndarray] = None
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from quasistatic_drake.results import Contact, Rollout, StepDiagnostics, StepRes
 from quasistatic_drake.scenario import Scenario
 from quasistatic_drake.state import State
 from quasistatic_drake.step_data import StepData
-from quasistatic_drake.step_gradients import GRADIENT_MODES
+from quasistatic_drake.step_gradients import GradientRequest
 from quasistatic_drake.step_loop import StepLoop
 
 __all__ = ["CommandError", "Contact", "QuasistaticSimulator", "Rollout", "State", "StepResult"]
@@ -144,7 +144,8 @@ class QuasistaticSimulator:
 
     def step(self, state: State, v_cmd: Optional[Mapping[str, np.ndarray]] = None, *,
              object_forces: Optional[Mapping[str, np.ndarray]] = None,
-             gradients: Union[bool, str] = False, **old_keywords) -> StepResult:
+             gradients: Union[bool, str, np.ndarray] = False,
+             **old_keywords) -> StepResult:
         """
         Advance the state by one time step h under the robots' velocity commands.
 
@@ -162,7 +163,11 @@ class QuasistaticSimulator:
         the reference: the engine stays usable.  ``gradients=True`` also fills
         ``result.gradients`` (dq_next/dq, /dv_cmd, /dq_ref; step_gradients.py)
         on a successful step; ``gradients="commands"`` the last two only
-        (qsim's kBOnly); a formulation that gives none is a CommandError.
+        (qsim's kBOnly); ``gradients=S`` (an n_q x k array) the last two and
+        ``dq_next_dq_along`` = dq_next/dq @ S in place of dq_next/dq (forward
+        mode: what chaining k sensitivities through a rollout needs, at 2k
+        detector runs instead of 2 n_q).  A formulation that gives none is a
+        CommandError.
         """
         if old_keywords:
             raise CommandError(
@@ -176,11 +181,11 @@ class QuasistaticSimulator:
         v_bar = self.checks.command({} if v_cmd is None else v_cmd)
         tau_ext = self.checks.object_forces(object_forces)
         v_a = self.checks.robot_velocity(state.robot_velocity)
-        self.check_gradients(gradients)
+        request = self.gradient_request(gradients)
         try:
             with one_thread():
                 return self.loop.take(q, q_ref, v_bar, state.warm_start, start, tau_ext,
-                                      gradients, v_a)
+                                      request, v_a)
         except SolverLimitExceeded:
             raise
         except (Exception, SystemExit) as err:   # noqa: B902 - nothing may end the process
@@ -191,23 +196,46 @@ class QuasistaticSimulator:
                 diagnostics=StepDiagnostics(step_time=time.perf_counter() - start,
                                             error=f"{type(err).__name__}: {err}"))
 
-    def check_gradients(self, gradients: Any) -> None:
-        """Raise CommandError unless :meth:`step` can give the ``gradients`` asked for."""
-        if not any(gradients is mode or (isinstance(gradients, str) and gradients == mode)
-                   for mode in GRADIENT_MODES):
-            raise CommandError(f"gradients must be True, False or 'commands', got "
-                               f"{gradients!r}. Fix: gradients=True for all three "
-                               "derivatives, 'commands' for dq_next_dv_cmd and "
-                               "dq_next_dq_ref only.")
-        if gradients and not self.formulation.gives_gradients:
+    def gradient_request(self, gradients: Any) -> Optional[GradientRequest]:
+        """Return what :meth:`step`'s ``gradients`` asks for (None: nothing), or CommandError."""
+        if gradients is False:
+            return None
+        if gradients is True or (isinstance(gradients, str) and gradients == "commands"):
+            request = GradientRequest(np.eye(self.model.n_q) if gradients is True else None)
+        elif isinstance(gradients, (bool, str)) or gradients is None or np.ndim(gradients) == 0:
+            raise CommandError(f"gradients must be True, False, 'commands' or an n_q x k "
+                               f"array of directions, got {gradients!r}. Fix: gradients=True "
+                               "for all three derivatives, 'commands' for dq_next_dv_cmd and "
+                               "dq_next_dq_ref only, an array S for dq_next/dq @ S.")
+        else:
+            request = GradientRequest(self._directions(gradients), along=True)
+        if not self.formulation.gives_gradients:
             raise CommandError(
-                f"gradients=True: formulation {self.formulation.name!r} gives no step "
+                f"gradients={gradients!r}: formulation {self.formulation.name!r} gives no step "
                 f"gradients here. Fix: {self.formulation.gradients_fix}.")
-        if gradients and self.scenario.robot_inertia:
+        if self.scenario.robot_inertia:
             raise CommandError("gradients: under robot_inertia the step depends on the "
                                "robots' velocity too, and its derivative in that velocity is "
                                "not computed, so chained gradients would be wrong. Fix: "
                                "robot_inertia: false, or gradients=False.")
+        return request
+
+    def _directions(self, gradients: Any) -> np.ndarray:
+        """Return ``gradients`` as an n_q x k float array of finite directions, or raise."""
+        n_q = self.model.n_q
+        try:
+            directions = np.array(gradients, dtype=float)
+        except (TypeError, ValueError) as err:
+            raise CommandError(f"gradients: directions must be an n_q x k array of numbers "
+                               f"(n_q = {n_q}), got {type(gradients).__name__} ({err}). Fix: "
+                               "np.eye(n_q)[:, cols] or a rollout's dq/dtheta.") from None
+        if directions.ndim != 2 or directions.shape[0] != n_q or directions.shape[1] < 1:
+            raise CommandError(f"gradients: directions must be n_q x k with k >= 1 (n_q = "
+                               f"{n_q}: q's coordinates), got shape {directions.shape}. Fix: "
+                               "one column per direction, e.g. S[:, None] for one.")
+        if not np.all(np.isfinite(directions)):
+            raise CommandError("gradients: directions hold NaN or inf. Fix: finite values.")
+        return directions
 
     def rollout(self, state: State, commands: Iterable[Mapping[str, np.ndarray]],
                 gradients: Union[bool, str] = False) -> Rollout:

@@ -36,7 +36,9 @@ The detector runs 2 n_q times, so dq_next/dq costs 10 to 20 steps' data
 (``benchmarks/step_gradients.py``).  ``gradients="commands"`` (qsim's
 ``kBOnly``) gives dq_next/dv_cmd and dq_next/dq_ref only, which need no
 detector run: what a linearisation about a trajectory or randomized
-smoothing of B needs, at a fraction of a step's cost.
+smoothing of B needs, at a fraction of a step's cost.  ``gradients=S``
+(n_q x k) gives dq_next/dq @ S (forward mode) from 2k detector runs: the
+q +- DELTA_Q e_i above become q +- DELTA_Q s_j, each s_j at unit length.
 """
 
 from __future__ import annotations
@@ -53,12 +55,24 @@ DELTA_Q = 1e-6          # [m, rad, quaternion units] the central differences of 
 DELTA_COMMAND = 1e-6    # the commands enter Q, b and the trust region: central differences
 
 
-GRADIENT_MODES = (False, True, "commands")
+@dataclass(frozen=True)
+class GradientRequest:
+    """
+    What a step's gradients hold (``QuasistaticSimulator.step(gradients=...)``).
+
+    ``directions`` (n_q x k, or None under "commands"): dq_next/dq is taken
+    times these, the identity for ``gradients=True``; ``along``: the product
+    is ``dq_next_dq_along`` (forward mode: a planner's chain needs dq_next/dq
+    only along its own k sensitivities, 2k detector runs instead of 2 n_q).
+    """
+
+    directions: Optional[np.ndarray]
+    along: bool = False
 
 
 @dataclass(frozen=True)
 class StepGradients:
-    """dq_next/dq (n_q x n_q, or None), dq_next/dv_cmd and dq_next/dq_ref (n_q x n_a)."""
+    """dq_next/dq times the request's directions (or None), dq_next/dv_cmd and /dq_ref."""
 
     dq_next_dq: Optional[np.ndarray]
     dq_next_dv_cmd: np.ndarray
@@ -67,9 +81,15 @@ class StepGradients:
 
 
 def step_gradients(sim, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, tau_ext,
-                   iterates: list, with_q: bool = True, warm_start=None) -> StepGradients:
+                   iterates: list, directions: Optional[np.ndarray] = None,
+                   warm_start=None) -> StepGradients:
     """
-    Return the gradients of a solved step of ``sim`` (a StepLoop); ``with_q`` False: none in q.
+    Return the gradients of a solved step of ``sim`` (a StepLoop).
+
+    dq_next/dq comes times ``directions`` (n_q x k; None: none in q).  Each
+    direction is differenced at unit length, DELTA_Q along it, and scaled
+    back (a chained sensitivity may be 1e-8 or 10 long); a zero one costs
+    nothing.
 
     ``iterates`` are the step's iterates that led to its result, the first
     first (``step_loop.chain``): each is the formulation's solution at the
@@ -77,8 +97,11 @@ def step_gradients(sim, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, tau
     before it missed, and the offsets are functions of that iterate's motion.
     The chain rule runs along them (module docstring, "Iterates").
     """
-    positions = (_position_changes(sim, q, q_ref, v_bar, tau_ext, iterates)
-                 if with_q else None)
+    lengths, unit = _unit_directions(directions)
+    if unit is not None and unit.shape[1] == 0:
+        unit = None
+    positions = (None if unit is None
+                 else _position_changes(sim, q, q_ref, v_bar, tau_ext, iterates, unit))
     d_cmd, d_q = None, None
     one_sided = False
     for k, iterate in enumerate(iterates):
@@ -86,7 +109,7 @@ def step_gradients(sim, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, tau
         commands = _command_changes(iterate.problem)
         if k == 0:                          # the lagged offsets: constants
             d_cmd = np.zeros((len(pairs), len(commands.columns)))
-            d_q = None if positions is None else np.zeros((len(pairs), len(q)))
+            d_q = None if positions is None else np.zeros((len(pairs), unit.shape[1]))
         dv_cmd, flag = _iterate_derivative(sim, iterate, commands, pairs, d_cmd,
                                            DELTA_COMMAND, warm_start)
         one_sided = one_sided or flag
@@ -97,17 +120,33 @@ def step_gradients(sim, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, tau
             one_sided = one_sided or flag
         if k + 1 < len(iterates):
             following = sorted(iterates[k + 1].offsets)
-            d_cmd = _offset_derivative(sim, q, iterate, pairs, following, d_cmd, dv_cmd, None)
+            d_cmd = _offset_derivative(sim, q, iterate, pairs, following, d_cmd, dv_cmd,
+                                       None, None)
             if positions is not None:
                 d_q = _offset_derivative(sim, q, iterate, pairs, following, d_q, dv_q,
-                                         positions[iterate.tolerance])
+                                         positions[iterate.tolerance], unit)
     v = iterates[-1].attempt.solution.v
-    dI_dq, dI_dv = _integration_jacobians(sim, q, v, with_q)
+    dI_dq, dI_dv = _integration_jacobians(sim, q, v, unit)
     n_a = len(v_bar)
-    return StepGradients(dq_next_dq=None if dv_q is None else dI_dq + dI_dv @ dv_q,
+    dq_next_dq = None
+    if directions is not None:
+        dq_next_dq = np.zeros((len(q), directions.shape[1]))
+        if dv_q is not None:
+            dq_next_dq[:, lengths > 0] = (dI_dq + dI_dv @ dv_q) * lengths[lengths > 0]
+    return StepGradients(dq_next_dq=dq_next_dq,
                          dq_next_dv_cmd=dI_dv @ dv_cmd[:, :n_a],
                          dq_next_dq_ref=dI_dv @ dv_cmd[:, n_a:],
                          degenerate=bool(one_sided))
+
+
+def _unit_directions(directions: Optional[np.ndarray]
+                     ) -> tuple[Optional[np.ndarray], Optional[np.ndarray]]:
+    """Return the directions' lengths and the nonzero ones at unit length (None: no q part)."""
+    if directions is None:
+        return None, None
+    lengths = np.linalg.norm(directions, axis=0)
+    used = lengths > 0
+    return lengths, directions[:, used] / lengths[used]
 
 
 @dataclass(frozen=True)
@@ -148,8 +187,9 @@ def _command_changes(problem) -> Changes:
     return Changes(columns, columns, np.zeros(len(columns), dtype=bool))
 
 
-def _position_changes(sim, q, q_ref, v_bar, tau_ext, iterates: list) -> dict:
-    """Return {tolerance: Changes at q +- DELTA_Q e_i} for each tolerance the iterates used."""
+def _position_changes(sim, q, q_ref, v_bar, tau_ext, iterates: list,
+                      directions: np.ndarray) -> dict:
+    """Return {tolerance: Changes at q +- DELTA_Q d_j} for each tolerance the iterates used."""
     first = iterates[0]
     out = {}
     for iterate in iterates:
@@ -157,8 +197,8 @@ def _position_changes(sim, q, q_ref, v_bar, tau_ext, iterates: list) -> dict:
             continue
         base = without_offsets(iterate)
         far = far_apart(base, iterate.attempt.solution.v, sim.h)
-        columns, raw, unmatched = [], [], np.zeros(len(q), dtype=bool)
-        for i, e in enumerate(np.eye(len(q))):
+        columns, raw, unmatched = [], [], np.zeros(directions.shape[1], dtype=bool)
+        for i, e in enumerate(directions.T):
             ends = [_data_at(sim, q + sign * DELTA_Q * e, q_ref, v_bar, tau_ext,
                              iterate.attempt.solution.v, iterate.tolerance, base, far,
                              first.v_lin) for sign in (1.0, -1.0)]
@@ -211,7 +251,8 @@ def _iterate_derivative(sim, iterate, changes: Changes, pairs: list, d_offsets: 
 
 
 def _offset_derivative(sim, q, iterate, pairs: list, following: list, d_offsets: np.ndarray,
-                       dv: np.ndarray, positions: Optional[Changes]) -> np.ndarray:
+                       dv: np.ndarray, positions: Optional[Changes],
+                       directions: Optional[np.ndarray]) -> np.ndarray:
     """
     Return the derivatives of the next iterate's offsets (one row per pair in ``following``).
 
@@ -231,24 +272,25 @@ def _offset_derivative(sim, q, iterate, pairs: list, following: list, d_offsets:
                 out[i] = d_offsets[pairs.index(pair)]
             continue
         r = min((j for j, key in enumerate(keys) if key == pair), key=lambda j: gaps[j])
-        in_v = _gap_derivative(sim, q, v, pair, in_q=False)
+        in_v = _gap_derivative(sim, q, v, pair)
         out[i] = (in_v - sim.h * contacts.J_n[r]) @ dv
         if positions is not None:
-            out[i] += _gap_derivative(sim, q, v, pair, in_q=True) - np.array(
+            out[i] += _gap_derivative(sim, q, v, pair, along_q=directions) - np.array(
                 [(plus[1].phi[r] - minus[1].phi[r]) / (2 * DELTA_Q)
                  for plus, minus in positions.columns])
     return out
 
 
-def _gap_derivative(sim, q: np.ndarray, v: np.ndarray, pair: tuple, in_q: bool) -> np.ndarray:
-    """Return d gap / d v' (or d gap / dq) of a geometry pair at q_next = q (+) h v'."""
+def _gap_derivative(sim, q: np.ndarray, v: np.ndarray, pair: tuple,
+                    along_q: Optional[np.ndarray] = None) -> np.ndarray:
+    """Return d gap / d v' (or along ``along_q``'s columns in q) of a pair at q (+) h v'."""
     def gap(q_at, v_at):
         sim.model.set_positions(q_at)
         return pair_gap(sim, sim.integrate(q_at, v_at), pair)
     step = DELTA_Q
-    if in_q:
+    if along_q is not None:
         out = np.array([(gap(q + step * e, v) - gap(q - step * e, v)) / (2 * step)
-                        for e in np.eye(len(q))])
+                        for e in along_q.T])
     else:
         out = np.array([(gap(q, v + step * e) - gap(q, v - step * e)) / (2 * step)
                         for e in np.eye(len(v))])
@@ -382,9 +424,10 @@ def matched(base: ContactSet, other: ContactSet, far_base: np.ndarray,
 
 
 def _integration_jacobians(sim, q: np.ndarray, v: np.ndarray,
-                           with_q: bool = True) -> tuple[Optional[np.ndarray], np.ndarray]:
+                           directions: Optional[np.ndarray]
+                           ) -> tuple[Optional[np.ndarray], np.ndarray]:
     """
-    Return d q_next / dq (None unless ``with_q``) and d q_next / dv of the integration.
+    Return d q_next / dq along ``directions`` (None without) and d q_next / dv of the integration.
 
     By central differences of ``StepLoop.integrate`` (joints: q + h N(q) v; free
     bodies: their screw motion, integration.py): it is smooth and cheap.
@@ -393,9 +436,9 @@ def _integration_jacobians(sim, q: np.ndarray, v: np.ndarray,
         sim.model.set_positions(q_at)
         return sim.integrate(q_at, v_at)
     step = 1e-7
-    dI_dq = None if not with_q else np.array(
+    dI_dq = None if directions is None else np.array(
         [(integrate(q + step * e, v) - integrate(q - step * e, v)) / (2 * step)
-         for e in np.eye(len(q))]).T
+         for e in directions.T]).T
     dI_dv = np.array([(integrate(q, v + step * e) - integrate(q, v - step * e)) / (2 * step)
                       for e in np.eye(len(v))]).T
     sim.model.set_positions(q)

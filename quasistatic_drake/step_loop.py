@@ -44,7 +44,7 @@ from quasistatic_drake.islands import rows_times
 from quasistatic_drake.manifold import body_motions
 from quasistatic_drake.results import StepDiagnostics, StepGradients, StepResult
 from quasistatic_drake.state import State
-from quasistatic_drake.step_gradients import step_gradients
+from quasistatic_drake.step_gradients import GradientRequest, step_gradients
 
 # the step's iterations: each detects and solves at a linearisation, and the next one is
 # taken where the last one's motion could reach unseen points (a wider tolerance) or ended a
@@ -153,7 +153,7 @@ class StepLoop:
 
     def take(self, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, warm_start: Any,
              start: float, tau_ext: Optional[np.ndarray] = None,
-             gradients: Union[bool, str] = False,
+             gradients: Optional[GradientRequest] = None,
              v_a: Optional[np.ndarray] = None) -> StepResult:
         """Take one step from checked inputs (module docstring)."""
         formulation = self.formulation
@@ -217,9 +217,9 @@ class StepLoop:
         """Return the step's result from its best iterate (``take``)."""
         attempt, problem, contacts = best.attempt, best.problem, best.contacts
         solution, q_next = attempt.solution, best.q_next
-        derivatives = (step_gradients(self, q, q_ref, v_bar, tau_ext, chain(best, iterates),
-                                      with_q=gradients is True, warm_start=warm_start)
-                       if gradients else None)
+        derivatives = (None if gradients is None else
+                       step_gradients(self, q, q_ref, v_bar, tau_ext, chain(best, iterates),
+                                      gradients.directions, warm_start=warm_start))
         q_ref_next, reference_limited = self.formulation.next_reference(
             problem, q_next[self.data.robot_q_idx], solution)
         state_next = State(q=q_next, q_ref=q_ref_next,
@@ -231,8 +231,9 @@ class StepLoop:
             state_next=state_next, status=solution.status, contact_set=contacts,
             **self._impulse_fields(solution.impulses_W),
             gradients=None if derivatives is None else StepGradients(
-                derivatives.dq_next_dq, derivatives.dq_next_dv_cmd, derivatives.dq_next_dq_ref,
-                derivatives.degenerate),
+                None if gradients.along else derivatives.dq_next_dq,
+                derivatives.dq_next_dv_cmd, derivatives.dq_next_dq_ref, derivatives.degenerate,
+                dq_next_dq_along=derivatives.dq_next_dq if gradients.along else None),
             diagnostics=StepDiagnostics(
                 v=solution.v, solution=solution, solve_time=attempt.solve_time,
                 step_time=time.perf_counter() - start, min_phi_next=self.min_phi(q_next),

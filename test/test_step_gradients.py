@@ -249,11 +249,48 @@ def test_command_gradients_alone_equal_the_full_ones():
         np.testing.assert_array_equal(alone.q_next, full.q_next)
 
 
+@pytest.mark.parametrize('name, robot, command, steps, formulation', [
+    ('finger_push.yaml', 'finger', [0.1, 0.0, 0.0], 8, None),          # a quaternion body
+    ('two_pads_lift.yaml', 'pads', [0.02, 0.05, -0.05], 8, None),
+    ('finger_push.yaml', 'finger', [0.1, 0.05, -0.05], 4, 'miqp')])
+def test_directions_give_dq_next_dq_times_them(name, robot, command, steps, formulation):
+    """
+    gradients=S (forward mode): dq_next/dq @ S from 2k detector runs, not 2 n_q.
+
+    The same as the whole Jacobian times S, to the central differences'
+    accuracy, and the command gradients are the same as ever.
+    """
+    sim = scene(name, formulation)
+    s = state(sim, robot, [command] * steps)
+    n_q = len(s.q)
+    S = np.random.default_rng(30).normal(size=(n_q, 2))
+    S[:, 1] = np.eye(n_q)[:, n_q - 1]                      # and one coordinate alone
+    full = sim.step(s, {robot: command}, gradients=True)
+    along = sim.step(s, {robot: command}, gradients=S)
+    assert along.success and along.gradients.dq_next_dq is None
+    assert full.gradients.dq_next_dq_along is None
+    expected = full.gradients.dq_next_dq @ S
+    np.testing.assert_allclose(along.gradients.dq_next_dq_along, expected, rtol=1e-6,
+                               atol=1e-6 * np.abs(expected).max())
+    for which in ('dq_next_dv_cmd', 'dq_next_dq_ref'):
+        np.testing.assert_allclose(getattr(along.gradients, which),
+                                   getattr(full.gradients, which), atol=1e-12)
+    np.testing.assert_array_equal(along.q_next, full.q_next)
+
+
 def test_a_bad_gradients_value_is_refused_and_changes_nothing():
     sim = scene('finger_push.yaml')
     s = sim.initial_state()
     before = sim.step(s, {'finger': [0.1, 0.0, 0.0]})
     for bad in ('all', 1, None):
-        with pytest.raises(CommandError, match="gradients must be True, False or 'commands'"):
+        with pytest.raises(CommandError, match="gradients must be True, False, 'commands' or an "
+                                               "n_q x k array"):
+            sim.step(s, {'finger': [0.1, 0.0, 0.0]}, gradients=bad)
+    for bad, why in ((np.ones(10), r'n_q x k with k >= 1 \(n_q = 10.*got shape \(10,\)'),
+                     (np.ones((9, 2)), r'got shape \(9, 2\)'),
+                     (np.ones((10, 0)), r'got shape \(10, 0\)'),
+                     (np.full((10, 1), np.nan), 'NaN or inf'),
+                     ([['a'] * 2] * 10, 'array of numbers')):
+        with pytest.raises(CommandError, match=why):
             sim.step(s, {'finger': [0.1, 0.0, 0.0]}, gradients=bad)
     np.testing.assert_array_equal(sim.step(s, {'finger': [0.1, 0.0, 0.0]}).q_next, before.q_next)

@@ -122,7 +122,7 @@ def rollout_batch(scenario: Union[Scenario, str, os.PathLike], q0s, v_cmds,
     engine = engine_for(scenario)       # checks the scenario here, and serves 'serial'
     inputs = checked_inputs(engine, q0s, v_cmds, q_refs)
     if gradients:
-        engine.check_gradients("commands")
+        engine.gradient_request("commands")
     if backend == "serial":
         workers = 1
     elif workers is None:
