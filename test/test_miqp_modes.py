@@ -45,3 +45,46 @@ def test_the_release_is_settled_by_a_candidate_mode_as_gurobi_settles_it():
     assert mine.x is not None and theirs.x is not None
     np.testing.assert_allclose(mine.x, theirs.x, rtol=0, atol=1e-8)
     assert mine.z[2] == 0.0, 'the table closes: the cylinder lands'
+
+
+def cold_push_data():
+    """
+    Return eq. 23's data of test_miqp_gradients' second cold push step (finger_push.yaml).
+
+    The finger pushes the box in +x while sliding along its face; the box slides and
+    turns on the table.  The data is captured from a real Gurobi step.
+    """
+    import os
+    from conftest import REPO_ROOT
+    from quasistatic_drake import QuasistaticSimulator, Scenario
+    scenario = Scenario.from_yaml(os.path.join(REPO_ROOT, 'config', 'finger_push.yaml'))
+    sim = QuasistaticSimulator(scenario.with_formulation('miqp', backend='gurobi'))
+    backend = sim.formulation.backend
+    captured, solve = [], backend.solve
+    backend.solve = lambda data, *args, **kw: captured.append(data) or solve(data, *args, **kw)
+    command = np.array([0.1, 0.05, -0.05])
+    s = sim.initial_state()
+    for _ in range(2):
+        result = sim.step(s, {'finger': command})
+        assert result.success
+        s = result.state_next.with_warm_start(None)
+    return captured[-1]
+
+
+def test_the_mode_read_from_gurobis_sliding_push_is_gurobis_mode():
+    """
+    Check that the cold push's mode, read from Gurobi's motion with ties, is Gurobi's.
+
+    Two table points slide along a pyramid sector's edge: one friction direction each
+    (``mode_binaries`` of ``motion_modes``) is infeasible at Gurobi's motion in DAQP's
+    model, the tied directions (``motion_binaries``) give Gurobi's mode, feasible.
+    """
+    from quasistatic_drake.formulations.miqp_backends import daqp_problem
+    from quasistatic_drake.formulations.miqp_modes import motion_binaries
+    data = cold_push_data()
+    answer = GurobiBackend().solve(data, MiqpSettings())
+    assert answer.status == 'optimal'
+    z = motion_binaries(data, answer.x, 1e-6)
+    np.testing.assert_array_equal(z, answer.z)
+    daqp, p = DaqpBackend(), daqp_problem(data)
+    assert daqp._fixed_binaries(p, p.H, p.f, p.lower, p.upper, p.sense, z) is not None

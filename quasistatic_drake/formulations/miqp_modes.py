@@ -86,6 +86,31 @@ def motion_modes(data: MiqpData, x: np.ndarray, tolerance: float) -> np.ndarray:
     return np.where(phi_next > tolerance, OPEN, modes)
 
 
+def motion_binaries(data: MiqpData, x: np.ndarray, tolerance: float) -> np.ndarray:
+    """
+    Return z (eq. 23d) of the mode the motion x has, tied friction directions closed together.
+
+    Pang & Tedrake 2018, eq. 23b-d with the pyramid's directions: a point
+    sliding along a sector's edge (two directions equally opposed to its
+    slip) has rho = 0 on both, and its friction may lie between them.  Open,
+    sticking or sliding as ``motion_modes``; a sliding point closes every
+    rho row within ``tolerance`` of its most opposed one.  The cold finger
+    push of test_miqp_gradients slides two table points along such edges:
+    one direction each (``mode_binaries``) gives a mode infeasible at
+    Gurobi's own motion, the ties give Gurobi's mode (test_miqp_modes.py).
+    """
+    n_c = data.n_c
+    modes = motion_modes(data, x, tolerance)
+    t = tangential_motion(data, x)
+    tied = t <= np.min(t, axis=1, keepdims=True, initial=np.inf) + tolerance
+    z_rho = np.ones_like(t)
+    z_rho[modes == STICK] = 0.0
+    sliding = modes == SLIDE
+    z_rho[sliding] = np.where(tied[sliding], 0.0, 1.0)
+    return np.concatenate([(modes == OPEN).astype(float), z_rho.ravel(),
+                           (modes == STICK).astype(float)]) if n_c else np.zeros(0)
+
+
 def pair_mode_points(data: MiqpData, pair: np.ndarray, mode: int,
                      touching: np.ndarray) -> np.ndarray:
     """Return the pair's points' modes for a pair mode: its touching points take it."""
