@@ -21,6 +21,7 @@ _EXPORTS = {
     "Rollout": "quasistatic_drake.results",
     "Contact": "quasistatic_drake.results",
     "CommandError": "quasistatic_drake.simulator",
+    "Tangents": "quasistatic_drake.step_gradients",
     "QuasistaticPlant": "quasistatic_drake.quasistatic_plant",
 }
 

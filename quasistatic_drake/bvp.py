@@ -8,8 +8,9 @@ its end.  Here the model is the engine's step, and the problem is solved by
 shooting: the rollout from the parameters theta, the terminal residual
 r(q_N), and Gauss-Newton / Levenberg-Marquardt steps
 (``scipy.optimize.least_squares``) with the exact Jacobian of the rollout,
-chained from the step gradients in forward mode (``step(gradients=dq)``:
-dq_next/dq times the sensitivity carried so far):
+chained from the step gradients in forward mode
+(``step(gradients=Tangents(dq, dv_cmd, dq_ref))``: dq_next along the
+sensitivities carried so far, one Jacobian-vector product per parameter):
 
     dq_{k+1}/dtheta = dq_next/dq dq_k/dtheta + dq_next/dv_cmd dv_cmd_k/dtheta
                       + dq_next/dq_ref dq_ref_k/dtheta,
@@ -29,6 +30,8 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 from scipy.optimize import least_squares
+
+from quasistatic_drake.step_gradients import Tangents
 
 KINDS = ("constant", "piecewise_constant", "piecewise_linear")
 
@@ -138,38 +141,22 @@ def shoot(sim, q0: np.ndarray, robots: Sequence[str], commands: Commands, theta:
     failed = degenerate = 0
     for k, v_k in enumerate(v_all):
         v_cmd = dict(zip(robots, np.split(v_k, splits)))
-        result = sim.step(state, v_cmd, gradients=_asked(dq) if gradients else False)
+        dv = np.zeros((len(v_k), len(theta)))
+        dv[:, :n_cmd] = commands.basis[k]
+        tangents = Tangents(dq, dv, dq_ref)
+        result = sim.step(state, v_cmd, gradients=tangents if gradients else False)
         if not result.success:
             failed += 1
             continue
         if not gradients:
             state = result.state_next
             continue
-        dv = np.zeros((len(v_k), len(theta)))
-        dv[:, :n_cmd] = commands.basis[k]
         chain = result.gradients
-        dq_next = chain.dq_next_dv_cmd @ dv + chain.dq_next_dq_ref @ dq_ref
-        if chain.dq_next_dq is not None:
-            dq_next += chain.dq_next_dq @ dq
-        elif chain.dq_next_dq_along is not None:
-            dq_next += chain.dq_next_dq_along
+        dq_next = chain.dq_next_tangents
         dq_ref = dq_ref + sim.h * dv
         degenerate += int(chain.degenerate)
         state, dq = result.state_next, dq_next
     return Shot(np.array(state.q), dq, failed, degenerate)
-
-
-def _asked(dq: np.ndarray):
-    """
-    Return the step gradients a rollout's chain needs, given dq/dtheta so far.
-
-    Forward mode: dq_next/dq is needed only times dq (``gradients=dq``, 2
-    n_theta detector runs), all of it (``True``, 2 n_q) only when theta is
-    as long as q, and none while dq is zero (``"commands"``).
-    """
-    if not np.any(dq):
-        return "commands"
-    return True if dq.shape[1] >= dq.shape[0] else dq
 
 
 @dataclass(frozen=True)

@@ -47,14 +47,17 @@ class StepGradients:
     ``dq_next_dq_ref`` are n_q x n_a (robots in scenario order, joints in
     ``robot_joint_names`` order).  ``degenerate``: some derivative is one-sided
     (a kink: the two sides measurably differ).  ``dq_next_dq_along`` (n_q x
-    k, under ``gradients=S`` only) is dq_next/dq @ S.
+    k, under ``gradients=S`` only) is dq_next/dq @ S.  Under
+    ``gradients=Tangents(dq, dv_cmd, dq_ref)`` only ``dq_next_tangents`` (n_q
+    x k) is filled: dq_next/dq dq + dq_next/dv_cmd dv_cmd + dq_next/dq_ref dq_ref.
     """
 
     dq_next_dq: Optional[np.ndarray]
-    dq_next_dv_cmd: np.ndarray
-    dq_next_dq_ref: np.ndarray
+    dq_next_dv_cmd: Optional[np.ndarray]
+    dq_next_dq_ref: Optional[np.ndarray]
     degenerate: bool = False
     dq_next_dq_along: Optional[np.ndarray] = None
+    dq_next_tangents: Optional[np.ndarray] = None
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from quasistatic_drake.results import Contact, Rollout, StepDiagnostics, StepRes
 from quasistatic_drake.scenario import Scenario
 from quasistatic_drake.state import State
 from quasistatic_drake.step_data import StepData
-from quasistatic_drake.step_gradients import GradientRequest
+from quasistatic_drake.step_gradients import GradientRequest, Tangents
 from quasistatic_drake.step_loop import StepLoop
 
 __all__ = ["CommandError", "Contact", "QuasistaticSimulator", "Rollout", "State", "StepResult"]
@@ -144,7 +144,7 @@ class QuasistaticSimulator:
 
     def step(self, state: State, v_cmd: Optional[Mapping[str, np.ndarray]] = None, *,
              object_forces: Optional[Mapping[str, np.ndarray]] = None,
-             gradients: Union[bool, str, np.ndarray] = False,
+             gradients: Union[bool, str, np.ndarray, Tangents] = False,
              **old_keywords) -> StepResult:
         """
         Advance the state by one time step h under the robots' velocity commands.
@@ -166,8 +166,11 @@ class QuasistaticSimulator:
         (qsim's kBOnly); ``gradients=S`` (an n_q x k array) the last two and
         ``dq_next_dq_along`` = dq_next/dq @ S in place of dq_next/dq (forward
         mode: what chaining k sensitivities through a rollout needs, at 2k
-        detector runs instead of 2 n_q).  A formulation that gives none is a
-        CommandError.
+        detector runs instead of 2 n_q); ``gradients=Tangents(dq, dv_cmd,
+        dq_ref)`` (columns in q, the commands and the reference) only
+        ``dq_next_tangents``, dq_next along each (a Jacobian-vector product,
+        2k runs of the step's data and no command columns).  A formulation that
+        gives none is a CommandError.
         """
         if old_keywords:
             raise CommandError(
@@ -200,18 +203,29 @@ class QuasistaticSimulator:
         """Return what :meth:`step`'s ``gradients`` asks for (None: nothing), or CommandError."""
         if gradients is False:
             return None
-        if gradients is True or (isinstance(gradients, str) and gradients == "commands"):
-            request = GradientRequest(np.eye(self.model.n_q) if gradients is True else None)
+        n_q, n_a = self.model.n_q, self.checks.n_a
+        commands = np.eye(2 * n_a)
+        if gradients is True:
+            request = GradientRequest(np.eye(n_q), commands, "full")
+        elif isinstance(gradients, str) and gradients == "commands":
+            request = GradientRequest(None, commands, "commands")
+        elif isinstance(gradients, Tangents):
+            tangents = self._tangents(gradients)
+            request = GradientRequest(tangents.dq, np.vstack([tangents.dv_cmd, tangents.dq_ref]),
+                                      "tangents")
         elif isinstance(gradients, (bool, str)) or gradients is None or np.ndim(gradients) == 0:
-            raise CommandError(f"gradients must be True, False, 'commands' or an n_q x k "
-                               f"array of directions, got {gradients!r}. Fix: gradients=True "
-                               "for all three derivatives, 'commands' for dq_next_dv_cmd and "
-                               "dq_next_dq_ref only, an array S for dq_next/dq @ S.")
+            raise CommandError(f"gradients must be True, False, 'commands', an n_q x k "
+                               f"array of directions or Tangents, got {gradients!r}. Fix: "
+                               "gradients=True for all three derivatives, 'commands' for "
+                               "dq_next_dv_cmd and dq_next_dq_ref only, an array S for "
+                               "dq_next/dq @ S, Tangents(dq, dv_cmd, dq_ref) for dq_next "
+                               "along them.")
         else:
-            request = GradientRequest(self._directions(gradients), along=True)
+            request = GradientRequest(self._directions(gradients, "gradients", n_q), commands,
+                                      "along")
         if not self.formulation.gives_gradients:
             raise CommandError(
-                f"gradients={gradients!r}: formulation {self.formulation.name!r} gives no step "
+                f"gradients: formulation {self.formulation.name!r} gives no step "
                 f"gradients here. Fix: {self.formulation.gradients_fix}.")
         if self.scenario.robot_inertia:
             raise CommandError("gradients: under robot_inertia the step depends on the "
@@ -220,21 +234,33 @@ class QuasistaticSimulator:
                                "robot_inertia: false, or gradients=False.")
         return request
 
-    def _directions(self, gradients: Any) -> np.ndarray:
-        """Return ``gradients`` as an n_q x k float array of finite directions, or raise."""
-        n_q = self.model.n_q
+    def _tangents(self, tangents: Tangents) -> Tangents:
+        """Return ``tangents`` with each part checked: n_q x k, n_a x k, n_a x k, finite."""
+        dq = self._directions(tangents.dq, "gradients: Tangents.dq", self.model.n_q)
+        n_a, k = self.checks.n_a, dq.shape[1]
+        parts = [self._directions(getattr(tangents, name), f"gradients: Tangents.{name}", n_a,
+                                  k) for name in ("dv_cmd", "dq_ref")]
+        return Tangents(dq, *parts)
+
+    @staticmethod
+    def _directions(value: Any, what: str, rows: int, columns: Optional[int] = None
+                    ) -> np.ndarray:
+        """Return ``value`` as a rows x k float array of finite directions, or raise."""
         try:
-            directions = np.array(gradients, dtype=float)
+            directions = np.array(value, dtype=float)
         except (TypeError, ValueError) as err:
-            raise CommandError(f"gradients: directions must be an n_q x k array of numbers "
-                               f"(n_q = {n_q}), got {type(gradients).__name__} ({err}). Fix: "
+            raise CommandError(f"{what}: directions must be a {rows} x k array of numbers, "
+                               f"got {type(value).__name__} ({err}). Fix: "
                                "np.eye(n_q)[:, cols] or a rollout's dq/dtheta.") from None
-        if directions.ndim != 2 or directions.shape[0] != n_q or directions.shape[1] < 1:
-            raise CommandError(f"gradients: directions must be n_q x k with k >= 1 (n_q = "
-                               f"{n_q}: q's coordinates), got shape {directions.shape}. Fix: "
-                               "one column per direction, e.g. S[:, None] for one.")
+        k = columns if columns is not None else "k"
+        if (directions.ndim != 2 or directions.shape[0] != rows or directions.shape[1] < 1
+                or (columns is not None and directions.shape[1] != columns)):
+            raise CommandError(f"{what}: directions must be {rows} x {k} with k >= 1 (rows: "
+                               f"q's coordinates or the commanded joints), got shape "
+                               f"{directions.shape}. Fix: one column per direction, e.g. "
+                               "S[:, None] for one.")
         if not np.all(np.isfinite(directions)):
-            raise CommandError("gradients: directions hold NaN or inf. Fix: finite values.")
+            raise CommandError(f"{what}: directions hold NaN or inf. Fix: finite values.")
         return directions
 
     def rollout(self, state: State, commands: Iterable[Mapping[str, np.ndarray]],

@@ -38,7 +38,10 @@ The detector runs 2 n_q times, so dq_next/dq costs 10 to 20 steps' data
 detector run: what a linearisation about a trajectory or randomized
 smoothing of B needs, at a fraction of a step's cost.  ``gradients=S``
 (n_q x k) gives dq_next/dq @ S (forward mode) from 2k detector runs: the
-q +- DELTA_Q e_i above become q +- DELTA_Q s_j, each s_j at unit length.
+q +- DELTA_Q e_i above become q +- DELTA_Q s_j, each s_j at unit length;
+``gradients=Tangents(dq, dv_cmd, dq_ref)`` gives dq_next along each
+column (a Jacobian-vector product): k directions in q and k in the
+commands, instead of n_q and 2 n_a.
 """
 
 from __future__ import annotations
@@ -56,40 +59,77 @@ DELTA_COMMAND = 1e-6    # the commands enter Q, b and the trust region: central 
 
 
 @dataclass(frozen=True)
+class Tangents:
+    """
+    Directions in a step's inputs, a column each: dq (n_q x k), dv_cmd and dq_ref (n_a x k).
+
+    ``step(gradients=Tangents(...))`` gives dq_next along each column,
+    dq_next/dq dq + dq_next/dv_cmd dv_cmd + dq_next/dq_ref dq_ref (forward
+    mode, a Jacobian-vector product): what chaining k sensitivities through
+    a rollout needs, from 2k detector runs and 2k command columns.
+    """
+
+    dq: np.ndarray
+    dv_cmd: np.ndarray
+    dq_ref: np.ndarray
+
+    @property
+    def k(self) -> int:
+        """Return the number of directions."""
+        return self.dq.shape[1]
+
+
+@dataclass(frozen=True)
 class GradientRequest:
     """
     What a step's gradients hold (``QuasistaticSimulator.step(gradients=...)``).
 
-    ``directions`` (n_q x k, or None under "commands"): dq_next/dq is taken
-    times these, the identity for ``gradients=True``; ``along``: the product
-    is ``dq_next_dq_along`` (forward mode: a planner's chain needs dq_next/dq
-    only along its own k sensitivities, 2k detector runs instead of 2 n_q).
+    dq_next is differenced along ``q_directions`` (n_q x k_q, None: not in q)
+    and along ``command_directions`` (2 n_a x k_c: v_cmd's rows over
+    q_ref's; None: not in the commands).  ``kind`` says where the products
+    go (``fields``): "full" (True: the identities), "commands", "along" (an
+    array S in q, the identity in the commands) or "tangents" (their sum).
     """
 
-    directions: Optional[np.ndarray]
-    along: bool = False
+    q_directions: Optional[np.ndarray]
+    command_directions: Optional[np.ndarray]
+    kind: str
+
+    def fields(self, in_q: Optional[np.ndarray], in_commands: Optional[np.ndarray],
+               n_a: int) -> dict:
+        """Return StepGradients' fields from dq_next along the q and the command directions."""
+        if self.kind == "tangents":
+            return {"dq_next_tangents": in_q + in_commands}
+        out = {"dq_next_dv_cmd": in_commands[:, :n_a], "dq_next_dq_ref": in_commands[:, n_a:]}
+        if self.kind == "full":
+            out["dq_next_dq"] = in_q
+        elif self.kind == "along":
+            out["dq_next_dq_along"] = in_q
+        return out
 
 
 @dataclass(frozen=True)
 class StepGradients:
-    """dq_next/dq times the request's directions (or None), dq_next/dv_cmd and /dq_ref."""
+    """dq_next along the q directions and along the command directions (n_q x k each)."""
 
-    dq_next_dq: Optional[np.ndarray]
-    dq_next_dv_cmd: np.ndarray
-    dq_next_dq_ref: np.ndarray
+    in_q: Optional[np.ndarray]
+    in_commands: Optional[np.ndarray]
     degenerate: bool
 
 
 def step_gradients(sim, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, tau_ext,
-                   iterates: list, directions: Optional[np.ndarray] = None,
+                   iterates: list, q_directions: Optional[np.ndarray] = None,
+                   command_directions: Optional[np.ndarray] = None,
                    warm_start=None) -> StepGradients:
     """
     Return the gradients of a solved step of ``sim`` (a StepLoop).
 
-    dq_next/dq comes times ``directions`` (n_q x k; None: none in q).  Each
-    direction is differenced at unit length, DELTA_Q along it, and scaled
+    dq_next along each of ``q_directions`` (n_q x k_q; None: none) and along
+    each of ``command_directions`` (2 n_a x k_c, v_cmd's rows over q_ref's;
+    None: none).  Each direction is differenced at unit length and scaled
     back (a chained sensitivity may be 1e-8 or 10 long); a zero one costs
-    nothing.
+    nothing.  The commands need no detector run: they change the cost and
+    the bounds only.
 
     ``iterates`` are the step's iterates that led to its result, the first
     first (``step_loop.chain``): each is the formulation's solution at the
@@ -97,56 +137,62 @@ def step_gradients(sim, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, tau
     before it missed, and the offsets are functions of that iterate's motion.
     The chain rule runs along them (module docstring, "Iterates").
     """
-    lengths, unit = _unit_directions(directions)
-    if unit is not None and unit.shape[1] == 0:
-        unit = None
-    positions = (None if unit is None
-                 else _position_changes(sim, q, q_ref, v_bar, tau_ext, iterates, unit))
-    d_cmd, d_q = None, None
+    q_lengths, q_unit = _unit_columns(q_directions)
+    c_lengths, c_unit = _unit_columns(command_directions)
+    positions = (None if q_unit is None
+                 else _position_changes(sim, q, q_ref, v_bar, tau_ext, iterates, q_unit))
+    d_cmd, d_q, dv_cmd, dv_q = None, None, None, None
     one_sided = False
     for k, iterate in enumerate(iterates):
         pairs = sorted(iterate.offsets)
-        commands = _command_changes(iterate.problem)
+        commands = None if c_unit is None else _command_changes(iterate.problem, c_unit)
         if k == 0:                          # the lagged offsets: constants
-            d_cmd = np.zeros((len(pairs), len(commands.columns)))
-            d_q = None if positions is None else np.zeros((len(pairs), unit.shape[1]))
-        dv_cmd, flag = _iterate_derivative(sim, iterate, commands, pairs, d_cmd,
-                                           DELTA_COMMAND, warm_start)
-        one_sided = one_sided or flag
-        dv_q = None
+            d_cmd = None if commands is None else np.zeros((len(pairs), c_unit.shape[1]))
+            d_q = None if positions is None else np.zeros((len(pairs), q_unit.shape[1]))
+        if commands is not None:
+            dv_cmd, flag = _iterate_derivative(sim, iterate, commands, pairs, d_cmd,
+                                               DELTA_COMMAND, warm_start)
+            one_sided = one_sided or flag
         if positions is not None:
             dv_q, flag = _iterate_derivative(sim, iterate, positions[iterate.tolerance], pairs,
                                              d_q, DELTA_Q, warm_start)
             one_sided = one_sided or flag
         if k + 1 < len(iterates):
             following = sorted(iterates[k + 1].offsets)
-            d_cmd = _offset_derivative(sim, q, iterate, pairs, following, d_cmd, dv_cmd,
-                                       None, None)
+            if commands is not None:
+                d_cmd = _offset_derivative(sim, q, iterate, pairs, following, d_cmd, dv_cmd,
+                                           None, None)
             if positions is not None:
                 d_q = _offset_derivative(sim, q, iterate, pairs, following, d_q, dv_q,
-                                         positions[iterate.tolerance], unit)
+                                         positions[iterate.tolerance], q_unit)
     v = iterates[-1].attempt.solution.v
-    dI_dq, dI_dv = _integration_jacobians(sim, q, v, unit)
-    n_a = len(v_bar)
-    dq_next_dq = None
-    if directions is not None:
-        dq_next_dq = np.zeros((len(q), directions.shape[1]))
-        if dv_q is not None:
-            dq_next_dq[:, lengths > 0] = (dI_dq + dI_dv @ dv_q) * lengths[lengths > 0]
-    return StepGradients(dq_next_dq=dq_next_dq,
-                         dq_next_dv_cmd=dI_dv @ dv_cmd[:, :n_a],
-                         dq_next_dq_ref=dI_dv @ dv_cmd[:, n_a:],
-                         degenerate=bool(one_sided))
+    dI_dq, dI_dv = _integration_jacobians(sim, q, v, q_unit)
+    return StepGradients(
+        in_q=_scaled_back(q_lengths, None if dv_q is None else dI_dq + dI_dv @ dv_q, len(q)),
+        in_commands=_scaled_back(c_lengths, None if dv_cmd is None else dI_dv @ dv_cmd,
+                                 len(q)),
+        degenerate=bool(one_sided))
 
 
-def _unit_directions(directions: Optional[np.ndarray]
-                     ) -> tuple[Optional[np.ndarray], Optional[np.ndarray]]:
-    """Return the directions' lengths and the nonzero ones at unit length (None: no q part)."""
+def _unit_columns(directions: Optional[np.ndarray]
+                  ) -> tuple[Optional[np.ndarray], Optional[np.ndarray]]:
+    """Return the columns' lengths and the nonzero ones at unit length (None: none)."""
     if directions is None:
         return None, None
     lengths = np.linalg.norm(directions, axis=0)
     used = lengths > 0
-    return lengths, directions[:, used] / lengths[used]
+    return lengths, (directions[:, used] / lengths[used] if used.any() else None)
+
+
+def _scaled_back(lengths: Optional[np.ndarray], unit: Optional[np.ndarray],
+                 n_q: int) -> Optional[np.ndarray]:
+    """Return dq_next along the directions of ``lengths`` from its unit ones (zero: zero)."""
+    if lengths is None:
+        return None
+    out = np.zeros((n_q, len(lengths)))
+    if unit is not None:
+        out[:, lengths > 0] = unit * lengths[lengths > 0]
+    return out
 
 
 @dataclass(frozen=True)
@@ -171,19 +217,19 @@ def without_offsets(iterate) -> ContactSet:
     return iterate.contacts.offset({key: -c for key, c in iterate.offsets.items()})
 
 
-def _command_changes(problem) -> Changes:
+def _command_changes(problem, directions: np.ndarray) -> Changes:
     """
-    Return the step's data at v_cmd +- DELTA_COMMAND e_i, then at q_ref +- it.
+    Return the step's data at (v_cmd, q_ref) +- DELTA_COMMAND d_j, per column d_j.
 
-    A command changes the cost and the bounds only: its columns keep the
-    iterate's own contacts (None here), whose rows the formulation reuses.
+    ``directions`` is 2 n_a x k, v_cmd's rows over q_ref's.  A command changes
+    the cost and the bounds only: its columns keep the iterate's own
+    contacts (None here), whose rows the formulation reuses.
     """
-    columns = []
-    for field in ("v_cmd", "q_ref"):
-        base = getattr(problem, field)
-        columns.extend(((replace(problem, **{field: base + DELTA_COMMAND * e}), None),
-                        (replace(problem, **{field: base - DELTA_COMMAND * e}), None))
-                       for e in np.eye(len(base)))
+    n_a = len(problem.v_cmd)
+    columns = [tuple((replace(problem, v_cmd=problem.v_cmd + sign * DELTA_COMMAND * d[:n_a],
+                              q_ref=problem.q_ref + sign * DELTA_COMMAND * d[n_a:]), None)
+                     for sign in (1.0, -1.0))
+               for d in directions.T]
     return Changes(columns, columns, np.zeros(len(columns), dtype=bool))
 
 

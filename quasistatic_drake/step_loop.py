@@ -219,7 +219,8 @@ class StepLoop:
         solution, q_next = attempt.solution, best.q_next
         derivatives = (None if gradients is None else
                        step_gradients(self, q, q_ref, v_bar, tau_ext, chain(best, iterates),
-                                      gradients.directions, warm_start=warm_start))
+                                      gradients.q_directions, gradients.command_directions,
+                                      warm_start=warm_start))
         q_ref_next, reference_limited = self.formulation.next_reference(
             problem, q_next[self.data.robot_q_idx], solution)
         state_next = State(q=q_next, q_ref=q_ref_next,
@@ -231,9 +232,9 @@ class StepLoop:
             state_next=state_next, status=solution.status, contact_set=contacts,
             **self._impulse_fields(solution.impulses_W),
             gradients=None if derivatives is None else StepGradients(
-                None if gradients.along else derivatives.dq_next_dq,
-                derivatives.dq_next_dv_cmd, derivatives.dq_next_dq_ref, derivatives.degenerate,
-                dq_next_dq_along=derivatives.dq_next_dq if gradients.along else None),
+                **{"dq_next_dq": None, "dq_next_dv_cmd": None, "dq_next_dq_ref": None,
+                   **gradients.fields(derivatives.in_q, derivatives.in_commands, len(v_bar))},
+                degenerate=derivatives.degenerate),
             diagnostics=StepDiagnostics(
                 v=solution.v, solution=solution, solve_time=attempt.solve_time,
                 step_time=time.perf_counter() - start, min_phi_next=self.min_phi(q_next),

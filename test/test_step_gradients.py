@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO_ROOT
-from quasistatic_drake import CommandError, QuasistaticSimulator, Scenario, State
+from quasistatic_drake import CommandError, QuasistaticSimulator, Scenario, State, Tangents
 
 EPS = 1e-6
 
@@ -278,15 +278,60 @@ def test_directions_give_dq_next_dq_times_them(name, robot, command, steps, form
     np.testing.assert_array_equal(along.q_next, full.q_next)
 
 
+@pytest.mark.parametrize('name, robot, command, steps, formulation', [
+    ('finger_push.yaml', 'finger', [0.1, 0.0, 0.0], 8, None),
+    ('two_pads_lift.yaml', 'pads', [0.02, 0.05, -0.05], 8, None),
+    ('halm_posa_push.yaml', 'fingers', [0.0, -1.0, 0.0, -1.0], 5, 'lcp'),
+    ('finger_push.yaml', 'finger', [0.1, 0.05, -0.05], 4, 'miqp')])
+def test_tangents_give_the_jacobian_vector_product(name, robot, command, steps, formulation):
+    """
+    gradients=Tangents(dq, dv_cmd, dq_ref): dq_next along each, and nothing else.
+
+    Equal to dq_next/dq dq + dq_next/dv_cmd dv_cmd + dq_next/dq_ref dq_ref
+    from the whole Jacobians, with a zero tangent giving zero.
+    """
+    sim = scene(name, formulation)
+    s = state(sim, robot, [command] * steps)
+    n_q, n_a = len(s.q), len(command)
+    rng = np.random.default_rng(31)
+    tangents = Tangents(rng.normal(size=(n_q, 3)), rng.normal(size=(n_a, 3)),
+                        rng.normal(size=(n_a, 3)))
+    tangents.dq[:, 2] = tangents.dv_cmd[:, 2] = tangents.dq_ref[:, 2] = 0.0
+    full = sim.step(s, {robot: command}, gradients=True)
+    jvp = sim.step(s, {robot: command}, gradients=tangents)
+    assert jvp.success and jvp.gradients.dq_next_dq is None
+    assert jvp.gradients.dq_next_dv_cmd is None and jvp.gradients.dq_next_dq_ref is None
+    chain = full.gradients
+    expected = (chain.dq_next_dq @ tangents.dq + chain.dq_next_dv_cmd @ tangents.dv_cmd
+                + chain.dq_next_dq_ref @ tangents.dq_ref)
+    np.testing.assert_allclose(jvp.gradients.dq_next_tangents, expected, rtol=1e-6,
+                               atol=1e-6 * np.abs(expected).max())
+    assert not np.any(jvp.gradients.dq_next_tangents[:, 2])
+    np.testing.assert_array_equal(jvp.q_next, full.q_next)
+
+
+def test_bad_tangents_are_refused_by_part():
+    sim = scene('finger_push.yaml')
+    s = sim.initial_state()
+    good = np.zeros((3, 2))
+    for bad, why in ((Tangents(np.ones((10, 2)), np.ones((3, 1)), good),
+                      r'Tangents.dv_cmd: directions must be 3 x 2 .*got shape \(3, 1\)'),
+                     (Tangents(np.ones((9, 2)), good, good), r'Tangents.dq: .*must be 10 x k'),
+                     (Tangents(np.ones((10, 2)), good, np.full((3, 2), np.inf)),
+                      r'Tangents.dq_ref: directions hold NaN or inf')):
+        with pytest.raises(CommandError, match=why):
+            sim.step(s, {'finger': [0.1, 0.0, 0.0]}, gradients=bad)
+
+
 def test_a_bad_gradients_value_is_refused_and_changes_nothing():
     sim = scene('finger_push.yaml')
     s = sim.initial_state()
     before = sim.step(s, {'finger': [0.1, 0.0, 0.0]})
     for bad in ('all', 1, None):
-        with pytest.raises(CommandError, match="gradients must be True, False, 'commands' or an "
-                                               "n_q x k array"):
+        with pytest.raises(CommandError, match="gradients must be True, False, 'commands', an "
+                                               "n_q x k array of directions or Tangents"):
             sim.step(s, {'finger': [0.1, 0.0, 0.0]}, gradients=bad)
-    for bad, why in ((np.ones(10), r'n_q x k with k >= 1 \(n_q = 10.*got shape \(10,\)'),
+    for bad, why in ((np.ones(10), r'must be 10 x k with k >= 1 .*got shape \(10,\)'),
                      (np.ones((9, 2)), r'got shape \(9, 2\)'),
                      (np.ones((10, 0)), r'got shape \(10, 0\)'),
                      (np.full((10, 1), np.nan), 'NaN or inf'),
