@@ -92,6 +92,7 @@ import numba
 import numpy as np
 
 from quasistatic_drake.errors import SolverLimitExceeded
+from quasistatic_drake.formulations.gurobi_licence import optimize_within_licence
 
 BACKENDS = ("lemke", "gurobi", "scip")
 CERTIFIERS = ("gurobi", "scip")       # the MIP backends that may certify a "lemke" solve
@@ -624,18 +625,12 @@ def _gurobi_model(problem: _Problem) -> tuple:
 
 def _gurobi_optimize(model, n: int) -> None:
     """Optimise (or resume); raise LcpTooLarge if the licence is too small for the model."""
-    import gurobipy as gp
-    try:
-        model.optimize()
-    except gp.GurobiError as err:
-        if err.errno == gp.GRB.Error.SIZE_LIMIT_EXCEEDED:
-            raise LcpTooLarge(
-                f"the MIP that certifies this LCP (n = {n}) has {2 * n + 1} variables and "
-                f"{3 * n + 1} constraints, more than Gurobi's restricted pip licence allows "
-                "(2000 of each). Fix: backend 'lemke' with certify 'scip' (or None), backend "
-                "'scip' (in a scenario: lcp: {certify: scip} or {backend: scip}), or a full "
-                "Gurobi licence.") from err
-        raise
+    optimize_within_licence(model, lambda: LcpTooLarge(
+        f"the MIP that certifies this LCP (n = {n}) has {2 * n + 1} variables and "
+        f"{3 * n + 1} constraints, more than Gurobi's restricted pip licence allows "
+        "(2000 of each). Fix: backend 'lemke' with certify 'scip' (or None), backend "
+        "'scip' (in a scenario: lcp: {certify: scip} or {backend: scip}), or a full "
+        "Gurobi licence."))
 
 
 def _solve_scip(problem: _Problem) -> tuple:

@@ -107,6 +107,7 @@ import numpy as np
 from scipy import sparse
 
 from quasistatic_drake.errors import SolverLimitExceeded
+from quasistatic_drake.formulations.gurobi_licence import optimize_within_licence
 from quasistatic_drake.formulations.miqp_data import (MiqpData, MiqpSettings, MiqpSolution,
                                                       tight_rows)
 from quasistatic_drake.formulations.miqp_modes import candidate_modes
@@ -179,21 +180,14 @@ class GurobiBackend:
         model.Params.OptimalityTol = 1e-9
         if start is not None and len(start) == data.n_binaries:
             z.Start = start
-        try:
-            model.optimize()
-        except gp.GurobiError as err:
-            if err.errno == gp.GRB.Error.SIZE_LIMIT_EXCEEDED:
-                raise MiqpTooLarge(
-                    f"this step's MIQP has {model.NumVars} variables and {model.NumConstrs} "
-                    f"constraints ({data.n_c} contacts, {data.n_binaries} binaries); Gurobi's "
-                    "restricted pip licence allows only "
-                    f"{GUROBI_QUADRATIC_VARIABLE_LIMIT} variables in a model with a "
-                    f"quadratic objective (and {GUROBI_CONSTRAINT_LIMIT} constraints). Fix: "
-                    "fewer points per contact patch (miqp.max_points_per_pair: 3; at least 4 "
-                    "keeps a face's corners), miqp.backend: scip, formulation: qp, fewer "
-                    "contacts (a smaller contact_detection_tolerance), or a full Gurobi "
-                    "licence.") from err
-            raise
+        optimize_within_licence(model, lambda: MiqpTooLarge(
+            f"this step's MIQP has {model.NumVars} variables and {model.NumConstrs} "
+            f"constraints ({data.n_c} contacts, {data.n_binaries} binaries); Gurobi's "
+            f"restricted pip licence allows only {GUROBI_QUADRATIC_VARIABLE_LIMIT} variables "
+            f"in a model with a quadratic objective (and {GUROBI_CONSTRAINT_LIMIT} "
+            "constraints). Fix: fewer points per contact patch (miqp.max_points_per_pair: 3; "
+            "at least 4 keeps a face's corners), miqp.backend: scip, formulation: qp, fewer "
+            "contacts (a smaller contact_detection_tolerance), or a full Gurobi licence."))
         runtime, nodes = model.Runtime, int(model.NodeCount)
         if model.SolCount == 0 or (model.Status == gp.GRB.TIME_LIMIT
                                    and model.MIPGap > INCUMBENT_GAP):
