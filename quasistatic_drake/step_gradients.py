@@ -97,7 +97,7 @@ class GradientRequest:
 
     def fields(self, in_q: Optional[np.ndarray], in_commands: Optional[np.ndarray],
                n_a: int) -> dict:
-        """Return StepGradients' fields from dq_next along the q and the command directions."""
+        """Return results.StepGradients' fields from dq_next along the q and command directions."""
         if self.kind == "tangents":
             return {"dq_next_tangents": in_q + in_commands}
         out = {"dq_next_dv_cmd": in_commands[:, :n_a], "dq_next_dq_ref": in_commands[:, n_a:]}
@@ -109,7 +109,7 @@ class GradientRequest:
 
 
 @dataclass(frozen=True)
-class StepGradients:
+class StepDerivatives:
     """dq_next along the q directions and along the command directions (n_q x k each)."""
 
     in_q: Optional[np.ndarray]
@@ -120,7 +120,7 @@ class StepGradients:
 def step_gradients(sim, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, tau_ext,
                    iterates: list, q_directions: Optional[np.ndarray] = None,
                    command_directions: Optional[np.ndarray] = None,
-                   warm_start=None) -> StepGradients:
+                   warm_start=None) -> StepDerivatives:
     """
     Return the gradients of a solved step of ``sim`` (a StepLoop).
 
@@ -167,7 +167,7 @@ def step_gradients(sim, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, tau
                                          positions[iterate.tolerance], q_unit)
     v = iterates[-1].attempt.solution.v
     dI_dq, dI_dv = _integration_jacobians(sim, q, v, q_unit)
-    return StepGradients(
+    return StepDerivatives(
         in_q=_scaled_back(q_lengths, None if dv_q is None else dI_dq + dI_dv @ dv_q, len(q)),
         in_commands=_scaled_back(c_lengths, None if dv_cmd is None else dI_dv @ dv_cmd,
                                  len(q)),

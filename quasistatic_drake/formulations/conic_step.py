@@ -477,6 +477,15 @@ def _unloading_columns(K: np.ndarray, n_x: int, m: int, point: ConicPoint, m_l: 
     return np.abs(missed).max(axis=0) > SIDES_AGREE * np.maximum(size, 1e-300)
 
 
+def _bound_change(m: int, bounds: tuple, upper_high: np.ndarray, upper_low: np.ndarray,
+                  lower_high: np.ndarray, lower_low: np.ndarray, delta: float) -> np.ndarray:
+    """Return dh over the m rows: the bound rows' central differences (the rest zero)."""
+    dh = np.zeros(m)
+    dh[bounds[0]] = (upper_high - upper_low)[bounds[1]] / (2 * delta)
+    dh[bounds[2]] = -(lower_high - lower_low)[bounds[3]] / (2 * delta)
+    return dh
+
+
 def _same_rows(side: IslandData, data: IslandData) -> bool:
     """Return whether an island's changed data has ``data``'s own rows and Q (a command's)."""
     return (side.J_n is data.J_n and side.J_t is data.J_t and side.J_f is data.J_f
@@ -530,10 +539,9 @@ def island_derivative(data: IslandData, solution: IslandSolution, changes: list,
     for j, (plus, minus) in enumerate(changes):
         if costs_only[j]:                         # a command: the same rows, new b and bounds
             RX[:n, j] = -(plus.b - minus.b) * point.scale_v / (2 * delta)
-            dh = np.zeros(m)
-            dh[bounds[0]] = ((plus.upper - minus.upper) / point.scale_v)[bounds[1]] / (2 * delta)
-            dh[bounds[2]] = -((plus.lower - minus.lower) / point.scale_v)[bounds[3]] / (2 * delta)
-            RZ[:, j] = dh
+            RZ[:, j] = _bound_change(m, bounds, plus.upper / point.scale_v,
+                                     minus.upper / point.scale_v, plus.lower / point.scale_v,
+                                     minus.lower / point.scale_v, delta)
             continue
         high = _compact(plus, scales, pattern, kind, slack)
         low = _compact(minus, scales, pattern, kind, slack)
@@ -544,10 +552,8 @@ def island_derivative(data: IslandData, solution: IslandSolution, changes: list,
         conic_ipm.g_times(point.x, g, base.cptr, base.cols, dJn, dJt, dJf, kind, n_d, *fixed)
         RX[:, j] = -(gt - constant_gt)
         RX[:n, j] -= ((high.Q - low.Q) @ point.x[:n] + high.c_v - low.c_v) / (2 * delta)
-        dh = np.zeros(m)
+        dh = _bound_change(m, bounds, high.upper, low.upper, high.lower, low.lower, delta)
         dh[structure[0]] = (high.h_n - low.h_n) / (2 * delta)
-        dh[bounds[0]] = (high.upper - low.upper)[bounds[1]] / (2 * delta)
-        dh[bounds[2]] = -(high.lower - low.lower)[bounds[3]] / (2 * delta)
         RZ[:, j] = dh - (g - constant_g)
     RX[~np.isfinite(RX)] = 0.0
     RZ[~np.isfinite(RZ)] = 0.0

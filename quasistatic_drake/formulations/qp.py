@@ -416,17 +416,14 @@ class QpFormulation(Formulation):
         k = len(changes)
         dv, one_sided = np.zeros((self.facts.n_v, k)), np.zeros(k, dtype=bool)
         friction, parts = solution.friction_bounds, solution.parts
-        built = {}      # id(contacts) -> (contacts, Q, islands' data): their rows, built once
+        base_cost = self._cost(problem)
+        base = self._islands_data(problem, contacts, friction, parts, base_cost)
 
         def data(at_problem: StepProblem, at_contacts: ContactSet) -> list:
-            cost = self._cost(at_problem)
-            same = built.get(id(at_contacts))
-            if same is not None and np.array_equal(same[1], cost.Q):
-                return self._islands_data_like(same[2], at_problem, cost, parts)
-            out = self._islands_data(at_problem, at_contacts, friction, parts, cost)
-            built[id(at_contacts)] = (at_contacts, cost.Q, out)
-            return out
-        base = data(problem, contacts)
+            cost = self._cost(at_problem)      # a command's column: the step's own rows
+            if at_contacts is contacts and np.array_equal(cost.Q, base_cost.Q):
+                return self._islands_data_like(base, at_problem, cost, parts)
+            return self._islands_data(at_problem, at_contacts, friction, parts, cost)
         sides = [(data(*plus), data(*minus)) for plus, minus in changes]
         for i, (island, answer) in enumerate(solution.parts):
             d, sided = island_derivative(base[i], answer,
