@@ -90,8 +90,8 @@ def test_a_batch_is_the_rollouts_one_by_one_with_the_preload_carried(pads):
 
 
 def test_failed_steps_and_a_solver_limit_are_reported_and_the_others_finish(pads):
-    """Under the MIQP: a box in mid-air is infeasible; every point exceeds the licence."""
-    scenario = pads.with_formulation('miqp', max_points_per_pair=None)
+    """The MIQP on Gurobi: a box in mid-air is infeasible; every point exceeds the licence."""
+    scenario = pads.with_formulation('miqp', max_points_per_pair=None, backend='gurobi')
     engine = engine_for(scenario)
     q0 = engine.default_positions()
     in_the_air = q0.copy()

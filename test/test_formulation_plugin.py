@@ -169,7 +169,7 @@ def test_with_formulation_checks_its_changes(tmp_path):
     miqp = scenario.with_formulation('miqp', backend='scip', time_limit=2)
     assert (miqp.formulation, miqp.settings().backend, miqp.settings().time_limit) == (
         'miqp', 'scip', 2.0)
-    assert scenario.formulation == 'qp' and scenario.settings('miqp').backend == 'gurobi'
+    assert scenario.formulation == 'qp' and scenario.settings('miqp').backend == 'daqp'
     with pytest.raises(ScenarioError, match=r"s\.yaml: miqp\.backend: unknown MIQP backend"):
         scenario.with_formulation('miqp', backend='cplex')
     with pytest.raises(ScenarioError, match=r"s\.yaml: miqp: unknown key\(s\) \['gap'\]"):

@@ -88,3 +88,44 @@ def test_the_mode_read_from_gurobis_sliding_push_is_gurobis_mode():
     np.testing.assert_array_equal(z, answer.z)
     daqp, p = DaqpBackend(), daqp_problem(data)
     assert daqp._fixed_binaries(p, p.H, p.f, p.lower, p.upper, p.sense, z) is not None
+
+
+def test_the_cold_push_is_settled_by_the_local_mode_search_as_gurobi_settles_it():
+    """
+    Check the local mode search (miqp_backends._mode_rounds) on the cold push.
+
+    No candidate mode is feasible (the relaxation's motion slides the table points the
+    wrong way); the rounds, with each sliding point's two most opposed directions left
+    binary, find Gurobi's optimum without DAQP's whole-tree search (cut by time).
+    """
+    data = cold_push_data()
+    settings = MiqpSettings()
+    daqp = DaqpBackend()
+    mine, theirs = daqp.solve(data, settings), GurobiBackend().solve(data, settings)
+    assert daqp.stats['mode rounds'] == 1 and daqp.stats['search'] == 0, daqp.stats
+    assert mine.status == theirs.status == 'optimal'
+    np.testing.assert_allclose(mine.x, theirs.x, rtol=0, atol=1e-9)
+    assert data.objective(np.concatenate([mine.x, mine.P_n, mine.P_f, mine.gamma])) <= (
+        data.objective(np.concatenate([theirs.x, theirs.P_n, theirs.P_f, theirs.gamma]))
+        * (1 + 1e-9))
+    # the same answer on every run: no part of it is cut by time
+    again = DaqpBackend().solve(data, settings)
+    np.testing.assert_array_equal(again.x, mine.x)
+
+
+def test_a_sliding_point_leaves_its_two_most_opposed_directions_to_the_search():
+    from quasistatic_drake.formulations.miqp_modes import (OPEN, SLIDE, STICK, free_directions,
+                                                           slide_directions)
+    data = cold_push_data()
+    per = data.n_d // data.n_c
+    x = np.zeros(data.n_v)
+    x[data.idx_a] = data.xbar_a                  # the finger moves, the box is still
+    opposed = slide_directions(data, x, x, 1e-6, 2)
+    assert opposed.shape == (data.n_c, 2)
+    modes = np.full(data.n_c, OPEN)
+    modes[0], modes[1] = SLIDE, STICK
+    free = free_directions(data, modes, opposed)
+    assert free.sum() == 2, 'only the sliding point, two directions'
+    np.testing.assert_array_equal(np.flatnonzero(free), np.sort(data.n_c + opposed[0]))
+    slip = (data.R[data.n_c:data.n_c + data.n_d, :data.n_v] @ x).reshape(data.n_c, per)[0]
+    assert slip[opposed[0, 0]] == slip.min() and slip[opposed[0, 1]] == np.sort(slip)[1]

@@ -199,8 +199,8 @@ def test_arm_grasp_lifts_and_places_the_cylinder_with_the_miqp():
     run = run_pick_and_place(scenario, task)           # through the QuasistaticPlant Diagram
     summary = run.summary()
     assert summary['formulation'] == 'miqp'
-    # A step fails only when Gurobi hits miqp.time_limit (2 s of wall clock) without a
-    # solution proven within 1 %: the state is kept and the next step goes on.
+    # A step fails only when the backend (daqp, the default) hits miqp.time_limit (2 s)
+    # without a solution within 1 %: the state is kept and the next step goes on.
     failed = [r.status for r in run.records if r.status != 'optimal']
     assert set(failed) <= {'time limit'}, failed
     assert len(failed) <= 0.02 * len(run.records), f'{len(failed)} steps hit the time limit'
@@ -208,6 +208,6 @@ def test_arm_grasp_lifts_and_places_the_cylinder_with_the_miqp():
     assert summary['final_tilt_deg'] < 1.0, 'held upright, and standing after it is placed'
     held = [r for r in run.records if r.object_xyz[2] > run.object_initial_xyz[2] + 0.05]
     assert max(r.tilt_deg for r in held) < 1.0, 'no turning in the grasp'
-    # Gurobi's pip licence: a step beyond it raises MiqpTooLarge out of the run (the
-    # engine solves each pair's patch, miqp_points.py, and reports every point).
+    # Under Gurobi's pip licence a step beyond it would raise MiqpTooLarge out of the run
+    # (the engine solves each pair's patch, miqp_points.py, and reports every point).
     assert max(r.contacts for r in run.records) > 0

@@ -125,7 +125,8 @@ def _parser() -> argparse.ArgumentParser:
     push.set_defaults(run=run_push_demo)
     paper = commands.add_parser('paper-2d',
                                 help="Pang & Tedrake 2018's 2D gripper-cylinder example")
-    paper.add_argument('--backend', choices=MIQP_BACKENDS, default='gurobi')
+    paper.add_argument('--backend', choices=MIQP_BACKENDS, default='daqp',
+                       help='the MIQP solver (default daqp, as miqp.backend)')
     paper.add_argument('--json', type=output_file('.json'),
                        help='write the trajectories and figures here')
     paper.add_argument('--png', type=output_file('.png'),

@@ -96,7 +96,7 @@ def contact_set_eqs_24_28(q: np.ndarray) -> ContactSet:
                       body_b=("cylinder", "right", "cylinder"))
 
 
-def run_hand_written(backend: str = "gurobi", lcp: bool = False) -> Trajectory:
+def run_hand_written(backend: str = "daqp", lcp: bool = False) -> Trajectory:
     """Simulate 60 steps of the hand-written model (eq. 29), or the LCP scheme (eq. 30)."""
     settings = MiqpSettings(contact_stiffness=0.0 if lcp else K, backend=backend,
                             object_motion_weight=0.0)      # the paper's objective
@@ -125,7 +125,7 @@ def run_hand_written(backend: str = "gurobi", lcp: bool = False) -> Trajectory:
     return Trajectory(np.array(qs), np.array(phis), np.array(forces), np.array(times))
 
 
-def run_drake(backend: str = "gurobi") -> Trajectory:
+def run_drake(backend: str = "daqp") -> Trajectory:
     """Simulate the same 60 steps through QuasistaticSimulator and config/paper_2d.yaml."""
     from quasistatic_drake.simulator import QuasistaticSimulator
     scenario = Scenario.from_yaml(package_share_dir() / "config" / "paper_2d.yaml")
@@ -155,7 +155,7 @@ def run_drake(backend: str = "gurobi") -> Trajectory:
 CROSS_CHECK_TOL = 1e-6
 
 
-def reproduce(backend: str = "gurobi") -> dict:
+def reproduce(backend: str = "daqp") -> dict:
     """Run (a), (b) and the LCP scheme; return the binding JSON summary and the agreement."""
     a = run_hand_written(backend)
     b = run_drake(backend)

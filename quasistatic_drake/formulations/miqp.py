@@ -93,6 +93,8 @@ from quasistatic_drake.manifold import sweep_lengths
 from quasistatic_drake.schema import SchemaError
 
 M_MARGIN = 2.0            # P_max = M_MARGIN h F
+# A patch-only solve that ends so is solved again with every point (MiqpFormulation.solve).
+PATCH_FAILURES = ("infeasible", "overdetermined")
 
 
 def miqp_data(contacts: ContactSet, h: float, idx_u: np.ndarray, idx_a: np.ndarray,
@@ -252,7 +254,8 @@ class MiqpFormulation(Formulation):
         With ``max_points_per_pair`` set, eq. 23 is solved on each pair's
         patch and the points it drops join where the solution passes through
         them (``miqp_points.py``); where the patch alone cannot hold the
-        objects (infeasible), every point joins.  The solution covers every
+        objects (infeasible; DAQP may find a patch's rows dependent,
+        "overdetermined"), every point joins.  The solution covers every
         point.
         """
         full = self._data(problem, contacts)
@@ -265,7 +268,8 @@ class MiqpFormulation(Formulation):
                                         start=start_rows(warm_start, full, kept))
             spent += answer.solve_time
             nodes += answer.nodes
-            if answer.x is None and len(kept) < contacts.n_c and "infeasible" in answer.status:
+            if answer.x is None and len(kept) < contacts.n_c and any(
+                    word in answer.status for word in PATCH_FAILURES):
                 kept = np.arange(contacts.n_c)   # the dropped points may be what holds it
             elif answer.x is None:
                 return MiqpStepSolution(None, np.zeros((contacts.n_c, 3)), answer.status,

@@ -66,13 +66,30 @@ is (a deterministic list).  At the mode changes in closed loop (the fingers
 closing on the object, the set-down) the big-M relaxation says nothing:
 every z at 1/2 and the bound at the optimum, so DAQP's depth-first dives
 ended in infeasible leaves until the time limit; one of the pair modes
-("the fingers stick, the table lets go") is the optimum there.  Only where
-no candidate is feasible does DAQP search: the modes within the gap of the
-bound (DIVE_TIME), then all (SEARCH_TIME), then a mode within INCUMBENT_GAP
-of the bound, as the Gurobi backend accepts at its time limit.  That search
-is cut by time (DAQP 0.11 has no node limit), so its outcome may depend on
-the host; no step of the benchmark's closed loops, paper-2d or the MIQP
-tests reaches it (``DaqpBackend.stats["search"]`` counts the steps that do).
+("the fingers stick, the table lets go") is the optimum there.
+
+The local mode search (``_mode_rounds``), where no candidate is feasible: a
+box that slides and turns under a finger (the cold push of
+test_miqp_gradients) slides table points along a diagonal of the friction
+pyramid, friction between two directions, a mode no candidate has, and the
+relaxation's motion (the box translated, not turned) gives wrong sliding
+directions.  Each round takes the point modes near a motion x (the
+relaxation's, then the best solution's) and solves each as a small MIQP:
+the contact and stick/slide binaries fixed, the rho binaries of each
+sliding point's two directions most opposed to its slip under x left
+binary (three if no mode of the round is feasible yet), settled by DAQP's
+branch and bound (an infeasible mode in one node, a feasible one in tens to
+hundreds).  Each round's best seeds the next; the search stops when a round
+improves nothing (two or three rounds on the cold push: Gurobi's optimum,
+to 1e-10 m in x).  A pair's mode is taken by its points near contact, then
+by all its points (a box tilted 1e-4 rad has its corners 12 um apart, and
+levelling closes all four).  Only where no round finds a feasible mode does
+DAQP search the whole tree: the modes within the gap of the bound
+(DIVE_TIME), then all (SEARCH_TIME), then a mode within INCUMBENT_GAP of the
+bound, as the Gurobi backend accepts at its time limit.  That search is cut
+by time (DAQP 0.11 has no node limit), so its outcome may depend on the
+host; no step of the benchmark's closed loops, paper-2d or the MIQP tests
+reaches it (``DaqpBackend.stats["search"]`` counts the steps that do).
 The gap is relative (``mip_gap``) to the whole objective, constant
 included.  ``DaqpBackend.stats`` counts how solves ended.
 
@@ -100,6 +117,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from itertools import chain
 import time
 from typing import Callable, Optional
 
@@ -110,7 +128,9 @@ from quasistatic_drake.errors import SolverLimitExceeded
 from quasistatic_drake.formulations.gurobi_licence import optimize_within_licence
 from quasistatic_drake.formulations.miqp_data import (MiqpData, MiqpSettings, MiqpSolution,
                                                       tight_rows)
-from quasistatic_drake.formulations.miqp_modes import candidate_modes
+from quasistatic_drake.formulations.miqp_modes import (candidate_modes, free_directions,
+                                                       mode_binaries, point_mode_variations,
+                                                       slide_directions)
 
 # The restricted pip licence, measured with gurobipy 13.0.3: at most 2000 linear
 # constraints and 2000 variables, but only 200 variables in a model with a
@@ -382,7 +402,7 @@ BINARY_CURVATURE = 1e-8       # on (z - 1/2)^2: the same at z = 0 and at z = 1
 # Where DAQP cycles or stalls (degenerate factors), the step is solved again with these
 # curvatures (impulses, binaries): better conditioned, a larger effect on x.
 CURVATURES = ((IMPULSE_CURVATURE, BINARY_CURVATURE), (1e-6, 1e-6))
-NUMERICAL_FAILURES = (-2, -4)  # cycling, iteration limit
+NUMERICAL_FAILURES = (-2, -4, -6)  # cycling, iteration limit, overdetermined
 ABSOLUTE_GAP = 1e-13          # the scaled objective: a tracking error of 3e-7 commanded steps
 LEAST_FORCE_CURVATURE = 1e-4  # the least-force stage: sum P_n / P_max + this ||.||^2
 # Near contact a point may keep its penetration, and a closed one stay as far open as it
@@ -394,6 +414,7 @@ GAP_TOLERANCE = 1e-6          # [m]
 DIVE_TIME = 0.05              # [s] for the search of the modes within the gap of the bound
 SEARCH_TIME = 0.2             # [s] for the whole search to the gap, before INCUMBENT_GAP
 MODE_CANDIDATES = 64          # pair modes tried as QPs before the search (miqp_modes.py)
+MODE_ROUNDS = 8               # rounds of the local mode search, each from the best x so far
 PRIMAL_TOL = 1e-6            # DAQP: a row may be violated by this (scaled rows: entries <= 1)
 _DAQP_STATUS = {-1: "infeasible", -2: "cycling", -3: "unbounded", -4: "iteration limit",
                 -5: "nonconvex", -6: "overdetermined", -7: "time limit", -8: "unsupported",
@@ -568,8 +589,14 @@ class DaqpBackend:
             self.stats["within gap" if _objective(H, f, incumbent) <= bound + gap
                        else "best candidate"] += 1
             return incumbent, 1, 0
+        nodes = 0
+        if data is not None:
+            incumbent, nodes = self._mode_rounds(p, data, relaxed, cpu, settings)
+            if incumbent is not None:
+                self.stats["mode rounds"] += 1
+                return incumbent, 1, nodes
         self.stats["search"] += 1
-        nodes, flag = 0, -7
+        flag = -7
         loose = gap + INCUMBENT_GAP * abs(whole)
         phases = ((bound + gap, gap, DIVE_TIME), (DAQP_INF, gap, SEARCH_TIME),
                   (DAQP_INF, loose, settings.time_limit))
@@ -591,6 +618,82 @@ class DaqpBackend:
             return incumbent, 1, nodes
         return None, flag, nodes
 
+    def _mode_rounds(self, p: DaqpProblem, data: MiqpData, start: np.ndarray, cpu: float,
+                     settings: MiqpSettings):
+        """
+        Return (u, nodes): the local mode search from ``start``'s motion (module docstring).
+
+        Each round (``_mode_round``) starts from the motion x of the best
+        solution so far, the first from ``start``'s; it stops when a round
+        finds nothing better, after MODE_ROUNDS, or at the time limit.
+        While no mode is feasible, a round that finds none is tried again
+        with three friction directions left binary.  ``u`` is None if no
+        mode was feasible.
+        """
+        incumbent, nodes, x = None, 0, start[:data.n_v] * p.scale[:data.n_v]
+        for _ in range(MODE_ROUNDS):
+            found, more = self._mode_round(p, data, x, incumbent, 2, cpu, settings)
+            nodes += more
+            if found is None and incumbent is None:
+                found, more = self._mode_round(p, data, x, incumbent, 3, cpu, settings)
+                nodes += more
+            if found is None:
+                break
+            incumbent, x = found, found[:data.n_v] * p.scale[:data.n_v]
+        return incumbent, nodes
+
+    def _mode_round(self, p: DaqpProblem, data: MiqpData, x: np.ndarray, incumbent,
+                    directions: int, cpu: float, settings: MiqpSettings):
+        """
+        Return (u, nodes): the best mode near the motion x, None unless better than incumbent.
+
+        The point modes near x (``point_mode_variations``: a pair's mode
+        taken by its points near contact, then by all its points, as a
+        slightly tilted box's four corners), each solved with its sliding
+        points' ``directions`` friction directions most opposed to their
+        slip under x left binary (``free_directions``): a small branch and
+        bound, where the pyramid's sector is not known.
+        """
+        best = np.inf if incumbent is None else _objective(p.H, p.f, incumbent) - ABSOLUTE_GAP
+        found, nodes, seen = None, 0, set()
+        opposed = slide_directions(data, x, _commanded_motion(data), GAP_TOLERANCE, directions)
+        for modes in chain(*(point_mode_variations(data, x, GAP_TOLERANCE, touch, MODE_CANDIDATES)
+                             for touch in (2.0 * GAP_TOLERANCE, np.inf))):
+            budget = settings.time_limit - (time.thread_time() - cpu)
+            if budget <= 0.0:
+                break
+            if modes.tobytes() in seen:
+                continue
+            seen.add(modes.tobytes())
+            u, more = self._free_directions(p, mode_binaries(data, modes, opposed[:, 0]),
+                                            free_directions(data, modes, opposed), budget,
+                                            min(best, DAQP_INF))
+            nodes += more
+            if u is not None and _objective(p.H, p.f, u) < best:
+                found, best = u, _objective(p.H, p.f, u)
+        return found, nodes
+
+    def _free_directions(self, p: DaqpProblem, z: np.ndarray, free: np.ndarray,
+                         budget: float, bound: float):
+        """
+        Return (u, nodes): DAQP's branch and bound with z fixed except where ``free``.
+
+        Complete within ``budget`` (the step's time left); a mode whose
+        directions it cannot settle in that time counts as infeasible, and
+        so does one that cannot beat ``bound`` (pruned by DAQP).
+        """
+        lower, upper, sense = p.lower.copy(), p.upper.copy(), p.sense.copy()
+        fixed = p.n_y + np.flatnonzero(~free)
+        lower[fixed] = upper[fixed] = np.round(z[~free])
+        sense[fixed] = 5
+        u, _, flag, info = self.daqp.solve(p.H, p.f, p.A, upper, lower, sense,
+                                           primal_tol=PRIMAL_TOL, rel_subopt=0.0,
+                                           abs_subopt=ABSOLUTE_GAP, time_limit=budget,
+                                           fval_bound=_daqp_bound(p.H, p.f, bound))
+        if flag == 5:
+            self.stats["direction time limit"] += 1
+        return (np.asarray(u) if flag in (1, 4) else None), info["nodes"]
+
     def _best_mode(self, p: DaqpProblem, H, f, lower, upper, sense, incumbent, modes,
                    enough: float):
         """
@@ -603,23 +706,31 @@ class DaqpBackend:
         for z in modes:
             if best is not None and best <= enough:
                 break
-            u = self._fixed_binaries(p, H, f, lower, upper, sense, z)
+            u = self._fixed_binaries(p, H, f, lower, upper, sense, z,
+                                     DAQP_INF if best is None else best)
             if u is not None and (best is None or _objective(H, f, u) < best):
                 incumbent, best = u, _objective(H, f, u)
         return incumbent
 
-    def _qp(self, H, f, A, lower, upper, sense):
-        """Return (u, exit flag) of one QP (no binaries in ``sense``); u None on failure."""
-        u, _, flag, _ = self.daqp.solve(H, f, A, upper, lower, sense, primal_tol=PRIMAL_TOL)
+    def _qp(self, H, f, A, lower, upper, sense, bound: float = DAQP_INF):
+        """
+        Return (u, exit flag) of one QP (no binaries in ``sense``); u None on failure.
+
+        DAQP's dual objective only grows, so it stops (as infeasible) once it
+        passes ``bound``: a QP that cannot beat an incumbent ends early.
+        """
+        u, _, flag, _ = self.daqp.solve(H, f, A, upper, lower, sense, primal_tol=PRIMAL_TOL,
+                                        fval_bound=_daqp_bound(H, f, bound))
         return (np.asarray(u) if flag in (1, 4) else None), flag
 
-    def _fixed_binaries(self, p: DaqpProblem, H, f, lower, upper, sense, z: np.ndarray):
-        """Return the QP solution with the binaries fixed at z (None if infeasible)."""
+    def _fixed_binaries(self, p: DaqpProblem, H, f, lower, upper, sense, z: np.ndarray,
+                        bound: float = DAQP_INF):
+        """Return the QP's solution with the binaries fixed at z (None: infeasible or worse)."""
         lower, upper, sense = lower.copy(), upper.copy(), sense.copy()
         binaries = slice(p.n_y, len(p.f))
         lower[binaries] = upper[binaries] = np.round(np.asarray(z, dtype=float))
         sense[binaries] = 5
-        return self._qp(H, f, p.A, lower, upper, sense)[0]
+        return self._qp(H, f, p.A, lower, upper, sense, bound)[0]
 
     def _least_force(self, p: DaqpProblem, data: MiqpData, u: np.ndarray,
                      settings: MiqpSettings, cpu: float):
@@ -654,6 +765,19 @@ def _commanded_motion(data: MiqpData) -> np.ndarray:
     x = np.zeros(data.n_v)
     x[data.idx_a] = data.xbar_a
     return x
+
+
+def _daqp_bound(H: np.ndarray, f: np.ndarray, bound: float) -> float:
+    """
+    Return ``bound`` on 1/2 u'Hu + f'u as DAQP's ``fval_bound`` (H diagonal).
+
+    DAQP prunes on its own objective, shifted to 0 at the unconstrained
+    optimum: 1/2 u'Hu + f'u + 1/2 f'H^-1 f (measured: a QP of optimum -1.5
+    and shift 2 is pruned at a bound of 0.4 and solved at 0.6).
+    """
+    if bound >= DAQP_INF:
+        return DAQP_INF
+    return bound + 0.5 * float(f @ (f / np.diag(H)))
 
 
 def _objective(H: np.ndarray, f: np.ndarray, u: np.ndarray) -> float:

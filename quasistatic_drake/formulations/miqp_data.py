@@ -33,7 +33,7 @@ class MiqpSettings:
                                      "one big-M for every row; 'auto' (None): derived per step")
     time_limit: float = setting(10.0, number(positive=True), "[s] per MIQP solve")
     mip_gap: float = setting(1e-6, number(nonnegative=True), "relative MIP gap")
-    backend: str = setting("gurobi", one_of(*MIQP_BACKENDS, what="MIQP backend"),
+    backend: str = setting("daqp", one_of(*MIQP_BACKENDS, what="MIQP backend"),
                            "the MIQP solver: gurobi, scip or daqp")
     delayed_lower_bound: bool = setting(False, flag(),
                                         "Sec. V-B: phibar from the previous step")

@@ -137,38 +137,70 @@ def candidate_modes(data: MiqpData, x: np.ndarray, x_command: np.ndarray,
     """
     Yield at most ``limit`` distinct z (eq. 23d), pair modes nearest the motion x's first.
 
-    The base mode is ``motion_modes(x)`` (x: the relaxation's motion);
-    then every pair takes OPEN, STICK or SLIDE (its points within ``touch``
-    of contact or of the pair's nearest point, ``nearest_points``), one pair
-    changed, then two, ...  A sliding point slides
+    The point modes of ``point_mode_variations``; a sliding point slides
     against its tangential motion under x, or under ``x_command`` (the
     robots at their command, the objects still) where x does not move it.
     """
+    slide_to = slide_directions(data, x, x_command, tolerance, 1)[:, 0]
+    for modes in point_mode_variations(data, x, tolerance, touch, limit):
+        yield mode_binaries(data, modes, slide_to)
+
+
+def point_mode_variations(data: MiqpData, x: np.ndarray, tolerance: float, touch: float,
+                          limit: int) -> Iterator[np.ndarray]:
+    """
+    Yield at most ``limit`` distinct point modes (OPEN, STICK, SLIDE per point), x's first.
+
+    The base is ``motion_modes(x)``; then every pair takes OPEN, STICK or
+    SLIDE (its points within ``touch`` of contact or of the pair's nearest
+    point, ``nearest_points``), one pair changed, then two, ...  A
+    deterministic list, bounded by ``limit``.
+    """
     pairs = contact_pairs(data)
     touching = nearest_points(data.b[:data.n_c], pairs, touch)
-    slide_to = _slide_directions(data, x, x_command, tolerance)
     base = motion_modes(data, x, tolerance)
     seen = set()
-    count = 0
     for modes in _pair_variations(data, pairs, base, touching):
-        z = mode_binaries(data, modes, slide_to)
-        key = z.tobytes()
+        key = modes.tobytes()
         if key in seen:
             continue
         seen.add(key)
-        yield z
-        count += 1
-        if count >= limit:
+        yield modes
+        if len(seen) >= limit:
             return
 
 
-def _slide_directions(data: MiqpData, x: np.ndarray, x_command: np.ndarray,
-                      tolerance: float) -> np.ndarray:
-    """Return per point the friction direction most opposed to its slip (x, else command)."""
+def slide_directions(data: MiqpData, x: np.ndarray, x_command: np.ndarray,
+                     tolerance: float, count: int) -> np.ndarray:
+    """
+    Return per point its ``count`` friction directions most opposed to its slip, most first.
+
+    The slip is J_f x, or J_f x_command where x does not move the point;
+    shape (n_c, count).  With two, they are the pyramid's sector that a
+    sliding point's friction lies in, when x's slip is the solution's.
+    """
     t = tangential_motion(data, x)
     t_cmd = tangential_motion(data, x_command)
     moving = np.max(np.abs(t), axis=1, initial=0.0) > tolerance
-    return np.where(moving, np.argmin(t, axis=1), np.argmin(t_cmd, axis=1)).astype(int)
+    order = np.where(moving[:, None], np.argsort(t, axis=1, kind="stable"),
+                     np.argsort(t_cmd, axis=1, kind="stable"))
+    return order[:, :count].astype(int)
+
+
+def free_directions(data: MiqpData, modes: np.ndarray, directions: np.ndarray) -> np.ndarray:
+    """
+    Return a mask over z (eq. 23d): the rho binaries of ``directions`` at sliding points.
+
+    Pang & Tedrake 2018, eq. 23b-d: a point sliding along a sector of the
+    pyramid closes the rho row of one or both of the sector's directions
+    (``motion_binaries``); left binary, a branch and bound chooses.
+    """
+    n_c = data.n_c
+    per = data.n_d // n_c if n_c else 0
+    free = np.zeros(data.n_binaries, dtype=bool)
+    sliding = np.flatnonzero(modes == SLIDE)
+    free[(n_c + per * sliding[:, None] + directions[sliding]).ravel()] = True
+    return free
 
 
 def _pair_variations(data: MiqpData, pairs: list, base: np.ndarray,
