@@ -96,14 +96,23 @@ def finite_feedback_lcp(contacts: PlanarContacts, A: np.ndarray, cB: np.ndarray,
     M[n_rows:, :n_f] = np.diag(contacts.mu)
     M[n_rows:, n_n:n_rows] = -E.T
     w = np.zeros(n_rows + n_f)
-    w[:n_rows] = J_m @ (h * u)
+    w[:n_rows] = command_rhs(contacts, h, u)
     w[:n_n] += contacts.phi
     return LcpData(M=M, w=w, n_n=n_n, n_f=n_f)
 
 
+def command_rhs(contacts: PlanarContacts, h: float, u: np.ndarray) -> np.ndarray:
+    """
+    Return the commanded part of w~ (Halm & Posa, eq. 38): J_m h u over the contact rows.
+
+    w~ is linear in u, so this is also its change under a command's change.
+    """
+    return np.vstack([contacts.J_n_m, contacts.J_t_m]) @ (h * u)
+
+
 def tangent_sum_matrix(n_f: int) -> np.ndarray:
     """Return E (Halm & Posa, eq. 1): 2 n_f x n_f, a column [1; 1] per contact."""
-    return np.kron(np.eye(n_f), np.ones((2, 1)))
+    return np.repeat(np.eye(n_f), 2, axis=0)
 
 
 def step_displacements(contacts: PlanarContacts, A: np.ndarray, cB: np.ndarray, h: float,
