@@ -667,7 +667,7 @@ class DaqpBackend:
             seen.add(modes.tobytes())
             u, more = self._free_directions(p, mode_binaries(data, modes, opposed[:, 0]),
                                             free_directions(data, modes, opposed), budget,
-                                            min(best, DAQP_INF))
+                                            best)
             nodes += more
             if u is not None and _objective(p.H, p.f, u) < best:
                 found, best = u, _objective(p.H, p.f, u)

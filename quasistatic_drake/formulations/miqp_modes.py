@@ -32,6 +32,7 @@ from typing import Iterator
 import numpy as np
 
 from quasistatic_drake.formulations.miqp_data import MiqpData
+from quasistatic_drake.formulations.miqp_points import directions as directions_per_point
 
 OPEN, STICK, SLIDE = 0, 1, 2      # a pair's modes (its nearest points')
 
@@ -51,8 +52,7 @@ def contact_pairs(data: MiqpData) -> list[np.ndarray]:
 def tangential_motion(data: MiqpData, x: np.ndarray) -> np.ndarray:
     """Return J_f x per point and friction direction, shape (n_c, n_d / n_c) (eq. 23b, rho)."""
     n_c, n_d = data.n_c, data.n_d
-    per = n_d // n_c if n_c else 0
-    return (data.R[n_c:n_c + n_d, :data.n_v] @ x).reshape(n_c, per)
+    return (data.R[n_c:n_c + n_d, :data.n_v] @ x).reshape(n_c, directions_per_point(data))
 
 
 def mode_binaries(data: MiqpData, point_modes: np.ndarray, slide_to: np.ndarray) -> np.ndarray:
@@ -62,9 +62,8 @@ def mode_binaries(data: MiqpData, point_modes: np.ndarray, slide_to: np.ndarray)
     ``slide_to[i]``: the friction direction whose rho row closes where point i slides.
     """
     n_c = data.n_c
-    per = data.n_d // n_c if n_c else 0
     z_phi = (point_modes == OPEN).astype(float)
-    z_rho = np.ones((n_c, per))
+    z_rho = np.ones((n_c, directions_per_point(data)))
     z_rho[point_modes == STICK] = 0.0
     sliding = np.flatnonzero(point_modes == SLIDE)
     z_rho[sliding, slide_to[sliding]] = 0.0
@@ -195,11 +194,10 @@ def free_directions(data: MiqpData, modes: np.ndarray, directions: np.ndarray) -
     pyramid closes the rho row of one or both of the sector's directions
     (``motion_binaries``); left binary, a branch and bound chooses.
     """
-    n_c = data.n_c
-    per = data.n_d // n_c if n_c else 0
+    per = directions_per_point(data)
     free = np.zeros(data.n_binaries, dtype=bool)
     sliding = np.flatnonzero(modes == SLIDE)
-    free[(n_c + per * sliding[:, None] + directions[sliding]).ravel()] = True
+    free[(data.n_c + per * sliding[:, None] + directions[sliding]).ravel()] = True
     return free
 
 
