@@ -78,3 +78,27 @@ def screw_step(q, v, h, floating, q_next):
         norm = math.sqrt(nw * nw + nx * nx + ny * ny + nz * nz)
         q_next[qs], q_next[qs + 1], q_next[qs + 2], q_next[qs + 3] = \
             nw / norm, nx / norm, ny / norm, nz / norm
+
+
+@numba.njit(cache=True)
+def screw_velocity_jacobian(q, v, h, floating, step, out):
+    """
+    Overwrite each free body's rows of ``out`` (n_q x n_v) by d q_next / dv of its screw.
+
+    Central differences of :func:`screw_step` at +-``step`` in each of the
+    body's six velocities; a free body's coordinates depend on no other
+    velocity (its rows are zero elsewhere).
+    """
+    plus, minus, w = q.copy(), q.copy(), v.copy()
+    for k in range(floating.shape[0]):
+        qs, vs = floating[k, 0], floating[k, 1]
+        body = floating[k:k + 1]
+        out[qs:qs + 7, :] = 0.0
+        for j in range(vs, vs + 6):
+            w[j] = v[j] + step
+            screw_step(q, w, h, body, plus)
+            w[j] = v[j] - step
+            screw_step(q, w, h, body, minus)
+            w[j] = v[j]
+            for i in range(qs, qs + 7):
+                out[i, j] = (plus[i] - minus[i]) / (2.0 * step)

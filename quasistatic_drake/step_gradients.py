@@ -53,6 +53,7 @@ import numpy as np
 
 from quasistatic_drake.contact import ContactSet
 from quasistatic_drake.contact_detection import proximity_pairs
+from quasistatic_drake.integration import screw_velocity_jacobian
 
 DELTA_Q = 1e-6          # [m, rad, quaternion units] the central differences of the data in q
 DELTA_COMMAND = 1e-6    # the commands enter Q, b and the trust region: central differences
@@ -475,8 +476,9 @@ def _integration_jacobians(sim, q: np.ndarray, v: np.ndarray,
     """
     Return d q_next / dq along ``directions`` (None without) and d q_next / dv of the integration.
 
-    By central differences of ``StepLoop.integrate`` (joints: q + h N(q) v; free
-    bodies: their screw motion, integration.py): it is smooth and cheap.
+    In q, by central differences of ``StepLoop.integrate`` (it is smooth and
+    cheap).  In v: h N(q) for the joints (q + h N(q) v is linear in v), and
+    central differences of each free body's screw motion (integration.py).
     """
     def integrate(q_at, v_at):
         sim.model.set_positions(q_at)
@@ -485,7 +487,8 @@ def _integration_jacobians(sim, q: np.ndarray, v: np.ndarray,
     dI_dq = None if directions is None else np.array(
         [(integrate(q + step * e, v) - integrate(q - step * e, v)) / (2 * step)
          for e in directions.T]).T
-    dI_dv = np.array([(integrate(q, v + step * e) - integrate(q, v - step * e)) / (2 * step)
-                      for e in np.eye(len(v))]).T
     sim.model.set_positions(q)
+    plant = sim.model.plant
+    dI_dv = sim.h * plant.MakeVelocityToQDotMap(sim.model.plant_context).toarray()
+    screw_velocity_jacobian(q, v, sim.h, sim.model.floating_starts, step, dI_dv)
     return dI_dq, dI_dv

@@ -339,3 +339,19 @@ def test_a_bad_gradients_value_is_refused_and_changes_nothing():
         with pytest.raises(CommandError, match=why):
             sim.step(s, {'finger': [0.1, 0.0, 0.0]}, gradients=bad)
     np.testing.assert_array_equal(sim.step(s, {'finger': [0.1, 0.0, 0.0]}).q_next, before.q_next)
+
+
+@pytest.mark.parametrize('name', ['arm_pick_place.yaml', 'finger_push.yaml'])
+def test_the_integrations_velocity_jacobian_matches_its_central_differences(name):
+    """d q_next / dv of the integration: h N(q) for the joints, the screw's for free bodies."""
+    from quasistatic_drake.step_gradients import _integration_jacobians
+    sim = scene(name)
+    loop, q = sim.loop, sim.initial_state().q
+    v = np.random.default_rng(30).normal(scale=2.0, size=loop.model.n_v)   # turning fast
+    loop.model.set_positions(q)
+    _, dI_dv = _integration_jacobians(loop, q, v, None)
+    step = 1e-6
+    fd = np.array([(loop.integrate(q, v + step * e) - loop.integrate(q, v - step * e))
+                   / (2 * step) for e in np.eye(len(v))]).T
+    np.testing.assert_allclose(dI_dv, fd, rtol=1e-7, atol=1e-8)
+    assert len(loop.model.floating_starts)       # a free body's screw is among the rows

@@ -34,6 +34,7 @@ from typing import Optional
 
 import numba
 import numpy as np
+import scipy.linalg
 
 from quasistatic_drake.formulations import conic_ipm
 from quasistatic_drake.formulations.conic_polish import polish
@@ -385,66 +386,68 @@ SIDES_AGREE = 1e-6
 RCOND = 1e-12      # the linearised conditions' singular values below this (relative) are null
 
 
-def _linearised_conditions(base: _Compact, kind: np.ndarray, n_d: int, structure: tuple,
-                           point: ConicPoint) -> np.ndarray:
+def _reduced_conditions(G: np.ndarray, Q: np.ndarray, point: ConicPoint, m_l: int,
+                        soc_start: np.ndarray, RX: np.ndarray, RZ: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """
-    Return the matrix of the optimality conditions linearised at the solution (dx, dz, ds).
+    Return the optimality conditions linearised at the solution, reduced to (dx, dz_kept).
 
-        [P  G^T  0   ] [dx]
-        [G  0    I   ] [dz]
-        [0  L(s) L(z)] [ds]
+    The conditions in (dx, dz, ds), with G's m rows and P = Q on the velocities:
 
-    L(u) is u's arrow matrix (u_r on a linear row; [[u0, u1^T], [u1, u0 I]] on
-    a cone): L(s) dz + L(z) ds = 0 is s o z = 0 linearised.  It is built from
-    s and z themselves, not from their scaling: a sliding contact has s and
-    z on their cones' boundaries, where s^T J s is all round-off.
+        P dx + G^T dz = RX,   G dx + ds = RZ,   L(s) dz + L(z) ds = 0,
+
+    L(u) u's arrow matrix (u_r on a linear row; [[u0, u1^T], [u1, u0 I]] on a
+    cone): s o z = 0 linearised, built from s and z themselves, not from
+    their scaling (a sliding contact has s and z on their cones' boundaries,
+    where s^T J s is all round-off), each row at unit size.  ds = RZ - G dx
+    is eliminated.  So is dz_r of each strictly inactive linear row
+    (z_r < WEAK s_r: the trust region's bounds, contacts apart): its row
+    gives dz_r = (z_r / s_r)(G_r dx - RZ_r), which adds G_r^T (z_r / s_r) G_r
+    to P and G_r^T (z_r / s_r) RZ_r to RX.  What is left, over the kept rows K,
+
+        [P + G_E^T D G_E   G_K^T ] [dx  ]   [RX + G_E^T D RZ_E]
+        [-L_K(z) G_K       L_K(s)] [dz_K] = [-L_K(z) RZ_K     ],
+
+    has the same dx, from n_x + |K| rows instead of n_x + 2 m.  Returns the
+    matrix, the right-hand sides and K's indices among the m rows.
     """
-    n_v = base.Q.shape[0]
-    m_l, soc_start, n_x = structure[7], structure[8], structure[9]
-    m = m_l + 3 * len(soc_start)
-    G = _dense(base, kind, n_d, structure)[2]
-    K = np.zeros((n_x + 2 * m, n_x + 2 * m))
-    K[:n_v, :n_v] = base.Q
-    K[:n_x, n_x:n_x + m] = G.T
-    K[n_x:n_x + m, :n_x] = G
-    K[n_x:n_x + m, n_x + m:] = np.eye(m)
-    comp = K[n_x + m:]
+    m, n_x, n = G.shape[0], G.shape[1], Q.shape[0]
     s, z = point.s, point.z
-    rows = np.arange(m_l)
-    top = np.maximum(np.maximum(np.abs(s[:m_l]), np.abs(z[:m_l])), 1e-300)   # rows at unit size
-    comp[rows, n_x + rows] = s[:m_l] / top
-    comp[rows, n_x + m + rows] = z[:m_l] / top
-    for a in soc_start:
-        top = max(np.abs(s[a:a + 3]).max(), np.abs(z[a:a + 3]).max(), 1e-300)
-        for u, offset in ((s, n_x), (z, n_x + m)):
-            arrow = np.diag(np.full(3, u[a])) / top
-            arrow[0, 1:] = arrow[1:, 0] = u[a + 1:a + 3] / top
-            comp[a:a + 3, offset + a:offset + a + 3] = arrow
-    return K
-
-
-def _without_slacks(K: np.ndarray, n_x: int, m: int, RX: np.ndarray, RZ: np.ndarray
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """
-    Return the linearised conditions with ds = RZ - G dx eliminated: (dx, dz) only.
-
-        [P        G^T ] [dx]   [RX      ]
-        [-L(z) G  L(s)] [dz] = [-L(z) RZ]
-
-    The same dx as the whole system (``_linearised_conditions``), from a
-    matrix of n_x + m rows instead of n_x + 2 m: a third of the work.
-    """
-    G, comp = K[n_x:n_x + m, :n_x], K[n_x + m:]
-    L_s, L_z = comp[:, n_x:n_x + m], comp[:, n_x + m:]
-    A = np.empty((n_x + m, n_x + m))
-    A[:n_x] = K[:n_x, :n_x + m]
-    A[n_x:, :n_x] = -L_z @ G
+    drop = np.zeros(m, dtype=bool)
+    drop[:m_l] = (s[:m_l] > 0.0) & (z[:m_l] < WEAK * s[:m_l])
+    gone, kept = np.flatnonzero(drop), np.flatnonzero(~drop)
+    linear = int(np.count_nonzero(kept < m_l))
+    A = np.zeros((n_x + len(kept), n_x + len(kept)))
+    rhs = np.empty((n_x + len(kept), RX.shape[1]))
+    G_E, D = G[gone], z[gone] / s[gone]
+    A[:n_x, :n_x] = G_E.T @ (D[:, None] * G_E)
+    A[:n, :n] += Q
+    rhs[:n_x] = RX + G_E.T @ (D[:, None] * RZ[gone])
+    G_K = G[kept]
+    A[:n_x, n_x:] = G_K.T
+    L_s, L_z = np.zeros((len(kept), len(kept))), np.zeros((len(kept), len(kept)))
+    rows, at = kept[:linear], np.arange(linear)
+    top = np.maximum(np.maximum(np.abs(s[rows]), np.abs(z[rows])), 1e-300)
+    L_s[at, at], L_z[at, at] = s[rows] / top, z[rows] / top
+    a = np.asarray(soc_start, dtype=np.int64)
+    if len(a):
+        at = linear + a - m_l                     # each cone's arrow, at unit size
+        top = np.maximum(np.abs(s[a[:, None] + np.arange(3)]).max(axis=1),
+                         np.abs(z[a[:, None] + np.arange(3)]).max(axis=1))
+        top = np.maximum(top, 1e-300)
+        for u, L in ((s, L_s), (z, L_z)):
+            for i in range(3):
+                L[at + i, at + i] = u[a] / top
+            for i in (1, 2):
+                L[at, at + i] = L[at + i, at] = u[a + i] / top
+    A[n_x:, :n_x] = -L_z @ G_K
     A[n_x:, n_x:] = L_s
-    return A, np.vstack([RX, -L_z @ RZ])
+    rhs[n_x:] = -L_z @ RZ[kept]
+    return A, rhs, kept
 
 
-def _unloading_columns(K: np.ndarray, n_x: int, m: int, point: ConicPoint, m_l: int,
-                       soc_start: np.ndarray, RZ: np.ndarray) -> np.ndarray:
+def _unloading_columns(G: np.ndarray, point: ConicPoint, m_l: int, soc_start: np.ndarray,
+                       RZ: np.ndarray) -> np.ndarray:
     """
     Return the columns whose change of the active rows may unload one of them.
 
@@ -466,7 +469,9 @@ def _unloading_columns(K: np.ndarray, n_x: int, m: int, point: ConicPoint, m_l: 
     unloading = np.zeros(RZ.shape[1], dtype=bool)
     if not active:
         return unloading
-    G_A, R_A = K[n_x:n_x + m, :n_x][active], RZ[active]
+    G_A, R_A = G[active], RZ[active]
+    if not R_A.any():
+        return unloading                        # the active rows do not change (a command)
     U, sigma, _ = np.linalg.svd(G_A, full_matrices=False)
     rank = int(np.sum(sigma > RCOND * max(sigma.max(initial=0.0), 1e-300)))
     if rank == len(active):
@@ -504,7 +509,7 @@ def island_derivative(data: IslandData, solution: IslandSolution, changes: list,
     cones) differentiate to
 
         P dx + G^T dz = -(dP x + dc + dG^T z),   G dx + ds = dh - dG x,
-        L(s) dz + L(z) ds = 0           (``_linearised_conditions``),
+        L(s) dz + L(z) ds = 0           (``_reduced_conditions``),
 
     with dP, dc, dG, dh the central differences of the data (the friction
     bounds, the lagged impulses, held).  Where a row is weakly active (a
@@ -558,26 +563,30 @@ def island_derivative(data: IslandData, solution: IslandSolution, changes: list,
     RX[~np.isfinite(RX)] = 0.0
     RZ[~np.isfinite(RZ)] = 0.0
 
-    K = _linearised_conditions(base, kind, n_d, structure, point)
-    A, rhs = _without_slacks(K, n_x, m, RX, RZ)
-    G = K[n_x:n_x + m, :n_x]
+    G = _dense(base, kind, n_d, structure)[2]
+    A, rhs, kept = _reduced_conditions(G, base.Q, point, m_l, soc_start, RX, RZ)
+    position = np.full(m, -1)
+    position[kept] = n_x + np.arange(len(kept))
 
     def solve(held: np.ndarray) -> np.ndarray:
         matrix, right = A.copy(), rhs.copy()
         for r in np.flatnonzero(held):            # a row's side: ds_r = 0 or dz_r = 0
-            matrix[n_x + r], right[n_x + r] = 0.0, 0.0
+            p = position[r]                       # weakly active rows are kept
+            matrix[p], right[p] = 0.0, 0.0
             if held[r] == 1:                      # ds_r = RZ_r - G_r dx = 0
-                matrix[n_x + r, :n_x], right[n_x + r] = G[r], RZ[r]
+                matrix[p, :n_x], right[p] = G[r], RZ[r]
             else:
-                matrix[n_x + r, n_x + r] = 1.0
+                matrix[p, p] = 1.0
         # least squares: where contacts share a load (a box's four corners on a
         # table) their impulses are not unique and the matrix is singular; v' is
         # unique all the same, and the least-norm solution has it
-        return np.linalg.lstsq(matrix, right, rcond=RCOND)[0][:n]
+        # (LAPACK's complete orthogonal factorisation, gelsy: half gelsd's SVD cost)
+        return scipy.linalg.lstsq(matrix, right, cond=RCOND, lapack_driver="gelsy",
+                                  check_finite=False)[0][:n]
     rows, cone = conic_ipm.weak_rows(point.s, point.z, m_l, soc_start, WEAK)
     DX = solve(np.zeros(m_l, dtype=np.int64))
     one_sided = np.full(k, cone) & np.any(DX != 0.0, axis=0)
-    one_sided |= _unloading_columns(K, n_x, m, point, m_l, soc_start, RZ)
+    one_sided |= _unloading_columns(G, point, m_l, soc_start, RZ)
     if rows.any():
         active = solve(np.where(rows, 1, 0))
         inactive = solve(np.where(rows, 2, 0))

@@ -284,18 +284,19 @@ class QpFormulation(Formulation):
             penalty=RECOVERY_PRICE * (float(np.sum(self.unit_load[island.units])) + 1e-3))
 
     def _islands_data(self, problem: StepProblem, contacts: ContactSet, friction: np.ndarray,
-                      parts: tuple, cost: Optional[QpCost] = None) -> list:
+                      parts: tuple, cost: Optional[QpCost] = None,
+                      bounds: Optional[tuple] = None) -> list:
         """Return the problem of each of ``parts``' islands, from the step's data."""
         cost = self._cost(problem) if cost is None else cost
-        lower, upper = self._trust_bounds(problem)
+        lower, upper = self._trust_bounds(problem) if bounds is None else bounds
         J_t = tangent_rows(contacts.J_f, contacts.n_c, contacts.n_d)
         return [self._island_data(island, cost, contacts, J_t, friction, lower, upper)
                 for island, _ in parts]
 
-    def _islands_data_like(self, like: list, problem: StepProblem, cost: QpCost,
+    def _islands_data_like(self, like: list, cost: QpCost, bounds: tuple,
                            parts: tuple) -> list:
-        """Return ``like`` (islands' data, same contacts and Q) with problem's b and bounds."""
-        lower, upper = self._trust_bounds(problem)
+        """Return ``like`` (islands' data, same contacts and Q) with new b and bounds."""
+        lower, upper = bounds
         return [replace(data, b=cost.b[island.v_idx], lower=lower[island.v_idx],
                         upper=upper[island.v_idx])
                 for data, (island, _) in zip(like, parts)]
@@ -329,7 +330,13 @@ class QpFormulation(Formulation):
                                    self.facts.h)
         return float(np.max(np.linalg.norm(shift, axis=1) + turn, initial=0.0)) <= REST
 
-    def _trust_bounds(self, problem: StepProblem) -> tuple[np.ndarray, np.ndarray]:
+    def _trust_radius(self, problem: StepProblem) -> float:
+        """Return the trust region's rho of ``_trust_bounds`` [m]."""
+        return max(TRUST_FRACTION * min(self.facts.detection_tolerance, 1.0),
+                   TRUST_MARGIN * robot_sweep(problem, self.facts))
+
+    def _trust_bounds(self, problem: StepProblem,
+                      rho: Optional[float] = None) -> tuple[np.ndarray, np.ndarray]:
         """
         Return the joint limits' bounds on v', with the objects' trust region (docstring).
 
@@ -349,8 +356,7 @@ class QpFormulation(Formulation):
         velocity's bound is scaled by its share of ``problem.trust``.
         """
         facts = self.facts
-        rho = max(TRUST_FRACTION * min(facts.detection_tolerance, 1.0),
-                  TRUST_MARGIN * robot_sweep(problem, facts))
+        rho = self._trust_radius(problem) if rho is None else rho
         rho_shift = max(rho, self.fall)
         lower, upper = problem.v_lower.copy(), problem.v_upper.copy()
         if not len(facts.object_v_idx):
@@ -416,13 +422,18 @@ class QpFormulation(Formulation):
         k = len(changes)
         dv, one_sided = np.zeros((self.facts.n_v, k)), np.zeros(k, dtype=bool)
         friction, parts = solution.friction_bounds, solution.parts
-        base_cost = self._cost(problem)
-        base = self._islands_data(problem, contacts, friction, parts, base_cost)
+        base_cost, rho = self._cost(problem), self._trust_radius(problem)
+        bounds = self._trust_bounds(problem, rho)
+        base = self._islands_data(problem, contacts, friction, parts, base_cost, bounds)
 
         def data(at_problem: StepProblem, at_contacts: ContactSet) -> list:
             cost = self._cost(at_problem)      # a command's column: the step's own rows
             if at_contacts is contacts and np.array_equal(cost.Q, base_cost.Q):
-                return self._islands_data_like(base, at_problem, cost, parts)
+                at_rho = self._trust_radius(at_problem)
+                same = at_rho == rho and _same_bounds_data(at_problem, problem)
+                return self._islands_data_like(
+                    base, cost, bounds if same else self._trust_bounds(at_problem, at_rho),
+                    parts)
             return self._islands_data(at_problem, at_contacts, friction, parts, cost)
         sides = [(data(*plus), data(*minus)) for plus, minus in changes]
         for i, (island, answer) in enumerate(solution.parts):
@@ -546,6 +557,13 @@ def lagged_impulses(contacts: ContactSet, memory: Optional[ContactMemory],
                           np.asarray(found, dtype=np.int64),
                           np.asarray(memory.normal_impulse, dtype=float),
                           np.asarray(contacts.phi, dtype=float), TOUCH_DISTANCE)
+
+
+def _same_bounds_data(a: StepProblem, b: StepProblem) -> bool:
+    """Return whether two problems share every input of ``_trust_bounds`` but rho."""
+    return all(getattr(a, name) is getattr(b, name)
+               for name in ("v_lower", "v_upper", "trust", "tau_ext", "M_u", "J_w", "J_v",
+                            "body_radii"))
 
 
 def _body_pairs(body_a: tuple, body_b: tuple) -> np.ndarray:
