@@ -166,29 +166,28 @@ class LcpFormulation(Formulation):
             rows, A, u, data = own[2:]        # the step's own LCP, as it was solved
         else:
             rows, A, u, data = self._lcp_data(problem, contacts, solution.bounded)
-        columns, d_data, broken = [], [], False
-        for plus, minus in changes:
-            if plus[1] is contacts and minus[1] is contacts:    # a command: M is the same
-                d_u = (self._command(plus[0]) - self._command(minus[0])) / (2 * delta)
-                d_data.append(np.concatenate([
-                    command_rhs(rows, self.facts.h, d_u), np.zeros(rows.n_f)]))
-                columns.append(self._velocity(rows, A, d_u, 0.0 * z))
+        k = len(changes)
+        d_data, dv, broken = np.zeros((len(z), k)), np.zeros((self.facts.n_v, k)), False
+        commands = [j for j, (plus, minus) in enumerate(changes)
+                    if plus[1] is contacts and minus[1] is contacts]   # M is the same
+        if commands:
+            d_u = np.array([self._command(changes[j][0][0]) - self._command(changes[j][1][0])
+                            for j in commands]).T / (2 * delta)
+            d_data[:len(rows.J_n_m) + len(rows.J_t_m), commands] = command_rhs(
+                rows, self.facts.h, d_u)
+            dv[:, commands] = self._velocity(rows, A, d_u, np.zeros((len(z), len(commands))))
+        for j, (plus, minus) in enumerate(changes):
+            if j in commands:
                 continue
             high, low = (self._lcp_data(*step, solution.bounded) for step in (plus, minus))
             if high[3].M.shape != data.M.shape or low[3].M.shape != data.M.shape:
                 broken = True
-                d_data.append(np.zeros(len(z)))
-                columns.append(np.zeros(self.facts.n_v))
                 continue
-            d_data.append(((high[3].M - low[3].M) @ z + high[3].w - low[3].w) / (2 * delta))
-            columns.append((self._velocity(*high[:3], z) - self._velocity(*low[:3], z))
-                           / (2 * delta))
-        d_data = np.array(d_data).reshape(len(changes), len(z)).T
+            d_data[:, j] = ((high[3].M - low[3].M) @ z + high[3].w - low[3].w) / (2 * delta)
+            dv[:, j] = (self._velocity(*high[:3], z) - self._velocity(*low[:3], z)) / (2 * delta)
         derivative = lcp_solution_derivative(data.M, data.w, z, d_data)
-        through_z = np.array([self._velocity(rows, A, 0.0 * u, dz)
-                              for dz in derivative.dz.T]).reshape(len(changes), -1)
-        dv = np.array(columns).reshape(len(changes), -1) + through_z
-        return dv.T, bool(broken or derivative.degenerate)
+        dv += self._velocity(rows, A, np.zeros((len(u), k)), derivative.dz)
+        return dv, bool(broken or derivative.degenerate)
 
     def _command(self, problem: StepProblem) -> np.ndarray:
         """Return u: the commanded robot velocities within their limits."""
@@ -208,10 +207,10 @@ class LcpFormulation(Formulation):
 
     def _velocity(self, rows: PlanarContacts, A: np.ndarray, u: np.ndarray,
                   z: np.ndarray) -> np.ndarray:
-        """Return v' = [dq_o; dq_m] / h in v's layout (eqs. 32-33)."""
+        """Return v' = [dq_o; dq_m] / h in v's layout (eqs. 32-33); u, z may be columns."""
         facts = self.facts
         dq_o, dq_m = step_displacements(rows, A, self.cB, facts.h, u, z)
-        v = np.zeros(facts.n_v)
+        v = np.zeros((facts.n_v,) + np.shape(u)[1:])
         v[facts.object_v_idx], v[facts.robot_v_idx] = dq_o / facts.h, dq_m / facts.h
         return v
 

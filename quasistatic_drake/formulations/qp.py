@@ -427,6 +427,10 @@ class QpFormulation(Formulation):
         base = self._islands_data(problem, contacts, friction, parts, base_cost, bounds)
 
         def data(at_problem: StepProblem, at_contacts: ContactSet) -> list:
+            if (at_problem is problem and at_contacts.J_n is contacts.J_n
+                    and at_contacts.J_f is contacts.J_f):    # an offset's column: phi only
+                return [replace(own, phi_h=at_contacts.phi[island.contacts] / self.facts.h)
+                        for own, (island, _) in zip(base, parts)]
             cost = self._cost(at_problem)      # a command's column: the step's own rows
             if at_contacts is contacts and np.array_equal(cost.Q, base_cost.Q):
                 at_rho = self._trust_radius(at_problem)
