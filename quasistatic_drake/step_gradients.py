@@ -56,7 +56,9 @@ from quasistatic_drake.contact_detection import proximity_pairs
 from quasistatic_drake.integration import screw_velocity_jacobian
 
 DELTA_Q = 1e-6          # [m, rad, quaternion units] the central differences of the data in q
-DELTA_COMMAND = 1e-6    # the commands enter Q, b and the trust region: central differences
+# the commands enter Q, b and the trust region: central differences, at DELTA_Q (one solve
+# differentiates the command and the q columns together)
+DELTA_COMMAND = DELTA_Q
 
 
 @dataclass(frozen=True)
@@ -150,14 +152,16 @@ def step_gradients(sim, q: np.ndarray, q_ref: np.ndarray, v_bar: np.ndarray, tau
         if k == 0:                          # the lagged offsets: constants
             d_cmd = None if commands is None else np.zeros((len(pairs), c_unit.shape[1]))
             d_q = None if positions is None else np.zeros((len(pairs), q_unit.shape[1]))
-        if commands is not None:
-            dv_cmd, flag = _iterate_derivative(sim, iterate, commands, pairs, d_cmd,
-                                               DELTA_COMMAND, warm_start)
-            one_sided = one_sided or flag
-        if positions is not None:
-            dv_q, flag = _iterate_derivative(sim, iterate, positions[iterate.tolerance], pairs,
-                                             d_q, DELTA_Q, warm_start)
-            one_sided = one_sided or flag
+        parts = [(c, d) for c, d in ((commands, d_cmd), (
+            None if positions is None else positions[iterate.tolerance], d_q)) if c is not None]
+        if not parts:                       # every direction zero: nothing to differentiate
+            break
+        dv, flag = _iterate_derivative(sim, iterate, _joined([c for c, _ in parts]), pairs,
+                                       np.hstack([d for _, d in parts]), DELTA_Q, warm_start)
+        one_sided = one_sided or flag
+        k_c = 0 if commands is None else len(commands.columns)
+        dv_cmd = None if commands is None else dv[:, :k_c]
+        dv_q = None if positions is None else dv[:, k_c:]
         if k + 1 < len(iterates):
             following = sorted(iterates[k + 1].offsets)
             if commands is not None:
@@ -211,6 +215,15 @@ class Changes:
     columns: list
     raw: list
     unmatched: np.ndarray
+
+
+def _joined(changes: list) -> Changes:
+    """Return one Changes of ``changes``' columns, in their order."""
+    if len(changes) == 1:
+        return changes[0]
+    return Changes([c for one in changes for c in one.columns],
+                   [c for one in changes for c in one.raw],
+                   np.concatenate([one.unmatched for one in changes]))
 
 
 def without_offsets(iterate) -> ContactSet:
@@ -477,7 +490,7 @@ def _integration_jacobians(sim, q: np.ndarray, v: np.ndarray,
     Return d q_next / dq along ``directions`` (None without) and d q_next / dv of the integration.
 
     In q, by central differences of ``StepLoop.integrate`` (it is smooth and
-    cheap).  In v: h N(q) for the joints (q + h N(q) v is linear in v), and
+    cheap).  In v: h N(q) e_j for the joints (q + h N(q) v is linear in v), and
     central differences of each free body's screw motion (integration.py).
     """
     def integrate(q_at, v_at):
@@ -488,7 +501,7 @@ def _integration_jacobians(sim, q: np.ndarray, v: np.ndarray,
         [(integrate(q + step * e, v) - integrate(q - step * e, v)) / (2 * step)
          for e in directions.T]).T
     sim.model.set_positions(q)
-    plant = sim.model.plant
-    dI_dv = sim.h * plant.MakeVelocityToQDotMap(sim.model.plant_context).toarray()
+    plant, context = sim.model.plant, sim.model.plant_context
+    dI_dv = sim.h * np.array([plant.MapVelocityToQDot(context, e) for e in np.eye(len(v))]).T
     screw_velocity_jacobian(q, v, sim.h, sim.model.floating_starts, step, dI_dv)
     return dI_dq, dI_dv
