@@ -350,7 +350,7 @@ def test_a_bad_gradients_value_is_refused_and_changes_nothing():
 
 @pytest.mark.parametrize('name', ['arm_pick_place.yaml', 'finger_push.yaml'])
 def test_the_integrations_velocity_jacobian_matches_its_central_differences(name):
-    """d q_next / dv of the integration: h N(q) for the joints, the screw's for free bodies."""
+    """The integration's d q_next / dv: h N(q) for the joints, the screw's for free bodies."""
     from quasistatic_drake.step_gradients import _integration_jacobians
     sim = scene(name)
     loop, q = sim.loop, sim.initial_state().q
