@@ -67,3 +67,32 @@ def test_the_disk_push_bvp_finds_the_analytic_speed(disk):
     # the continuous answer; the step adds the 0.1 mm finger radius and the c = 1e-4 lag
     assert -plan.theta[0] == pytest.approx((8.0 - np.sqrt(0.75)) / 10.0, abs=1e-4)
     assert plan.iterations <= 6 and plan.shot.failed_steps == 0
+
+
+def test_the_solve_stops_once_the_residual_is_within_its_tolerance(disk):
+    """residual_tolerance ends the solve at the first iterate that meets it."""
+    sim, disk_y = disk
+    commands = Commands.build('constant', 120, 4, [(1, 3)])
+    target = -0.2
+    residuals = []
+
+    def terminal(q):
+        residuals.append(q[disk_y] - target)
+        return np.array([q[disk_y] - target])
+    args = (sim, sim.default_positions(), ['fingers'], commands, terminal, np.array([-0.5]))
+    full = solve_bvp(*args)
+    calls = len(residuals)
+    residuals.clear()
+    early = solve_bvp(*args, residual_tolerance=1e-4)
+    assert abs(early.residual[0]) <= 1e-4 < abs(residuals[0])
+    assert early.iterations < full.iterations and len(residuals) < calls
+    assert abs(full.residual[0]) < 1e-9
+
+
+@pytest.mark.parametrize('bad', [0.0, -1e-8, float('nan'), float('inf'), '1e-8'])
+def test_a_bad_residual_tolerance_is_refused(disk, bad):
+    sim, disk_y = disk
+    commands = Commands.build('constant', 4, 4, [(1, 3)])
+    with pytest.raises(PlanningError, match="residual_tolerance must be a positive number"):
+        solve_bvp(sim, sim.default_positions(), ['fingers'], commands,
+                  lambda q: np.array([q[disk_y]]), np.array([-0.5]), residual_tolerance=bad)

@@ -14,6 +14,10 @@ of whole rollouts, for comparison:
   velocities, piecewise linear over 4 s (3 segments), that push the box
   10 cm along x and turn it by 20 degrees; terminal error at most 1 mm and
   0.5 degree.
+
+Each solve stops once its terminal residual is below the problem's
+``residual_tolerance`` (1e-10 m for the disk, 1e-8 for the box), or on
+scipy's tolerances.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ class Problem:
     theta0: np.ndarray
     bounds: tuple
     error: Callable[[np.ndarray], dict]
+    residual_tolerance: float     # the solve stops once |terminal| is this small
 
 
 def disk_problem() -> Problem:
@@ -61,7 +66,8 @@ def disk_problem() -> Problem:
         commands=Commands.build("constant", 400, 4, [(1, 3)]),
         terminal=lambda q: np.array([q[disk_y] - DISK_TARGET_Y]),
         theta0=np.array([-0.5]), bounds=(-2.0, 0.0),
-        error=lambda q: {"position_m": float(abs(q[disk_y] - DISK_TARGET_Y))})
+        error=lambda q: {"position_m": float(abs(q[disk_y] - DISK_TARGET_Y))},
+        residual_tolerance=1e-10)
 
 
 def box_problem() -> Problem:
@@ -85,7 +91,7 @@ def box_problem() -> Problem:
         name="box push 10 cm and turn 20 degrees (qp)", sim=sim, robot="finger",
         commands=Commands.build("piecewise_linear", steps, 3, [0, 1], segments=3),
         terminal=terminal, theta0=np.concatenate([np.full(4, 0.06), np.zeros(4)]),
-        bounds=(-0.3, 0.3), error=error)
+        bounds=(-0.3, 0.3), error=error, residual_tolerance=1e-8)
 
 
 def planar_pose(q: np.ndarray, box_q_idx: np.ndarray) -> np.ndarray:
@@ -101,10 +107,12 @@ def solve(problem: Problem, progress: Callable[[str], None] = lambda stage: None
     args = (problem.sim, q0, [problem.robot], problem.commands, problem.terminal,
             problem.theta0)
     progress(f"{problem.name}: step gradients")
-    plan = solve_bvp(*args, bounds=problem.bounds)
+    plan = solve_bvp(*args, bounds=problem.bounds,
+                     residual_tolerance=problem.residual_tolerance)
     progress(f"{problem.name}: finite differences")
     start = time.perf_counter()
-    fd = solve_bvp(*args, bounds=problem.bounds, finite_differences=True)
+    fd = solve_bvp(*args, bounds=problem.bounds, finite_differences=True,
+                   residual_tolerance=problem.residual_tolerance)
     fd_time = time.perf_counter() - start
     return {"name": problem.name, "parameters": plan.theta.tolist(),
             "terminal_error": problem.error(plan.shot.q_final),
