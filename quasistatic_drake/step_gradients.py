@@ -46,9 +46,11 @@ commands, instead of n_q and 2 n_a.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Optional
 
+import numba
 import numpy as np
 
 from quasistatic_drake.contact import ContactSet
@@ -459,28 +461,58 @@ def matched(base: ContactSet, other: ContactSet, far_base: np.ndarray,
     apart (``far_other``).  None if a contact that matters came or went: that
     change has no derivative.
     """
-    distance = np.linalg.norm(base.point_A_W[:, None, :] - other.point_A_W[None, :, :], axis=2)
-    body_a, body_b = np.array(base.body_a, dtype=object), np.array(base.body_b, dtype=object)
-    same_pair = ((body_a[:, None] == np.array(other.body_a, dtype=object)[None, :])
-                 & (body_b[:, None] == np.array(other.body_b, dtype=object)[None, :]))
-    distance[~same_pair] = np.inf
-    order, free = [], np.ones(other.n_c, dtype=bool)
-    for i in range(base.n_c):
-        j = int(np.argmin(distance[i])) if other.n_c else -1
-        if j < 0 or not distance[i, j] <= MATCH_DISTANCE:
-            if not far_base[i]:
-                return None
-            order.append(other.n_c + i)             # base's own rows: no change
-            continue
-        order.append(j)
-        free[j] = False
-        distance[:, j] = np.inf                     # each contact of other matches once
-    if not np.all(far_other[free]):
+    codes: dict = {}
+
+    def coded(names: tuple) -> np.ndarray:
+        return np.array([codes.setdefault(name, len(codes)) for name in names], dtype=np.int64)
+    found, order = _nearest_order(base.point_A_W, other.point_A_W, coded(base.body_a),
+                                  coded(base.body_b), coded(other.body_a), coded(other.body_b),
+                                  far_base, far_other, MATCH_DISTANCE)
+    if not found:
         return None
-    order = np.array(order, dtype=int)
     if order.size and order.max() >= other.n_c:
         return other.joined(base).take(order)
     return other.take(order)
+
+
+@numba.njit(cache=True)
+def _nearest_order(p_base, p_other, a_base, b_base, a_other, b_other, far_base, far_other,
+                   reach):
+    """
+    Return (matched, order) of ``matched``: base's contacts in turn take the nearest free one.
+
+    Contacts of the same body pair (codes a, b) within ``reach`` of each other
+    match; order[i] is the match of base's contact i, or n_other + i (its own
+    rows) for an unmatched contact that is far apart.
+    """
+    n, k = p_base.shape[0], p_other.shape[0]
+    distance = np.full((n, k), np.inf)
+    for i in range(n):
+        for j in range(k):
+            if a_base[i] == a_other[j] and b_base[i] == b_other[j]:
+                d0 = p_base[i, 0] - p_other[j, 0]
+                d1 = p_base[i, 1] - p_other[j, 1]
+                d2 = p_base[i, 2] - p_other[j, 2]
+                distance[i, j] = math.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
+    order = np.empty(n, dtype=np.int64)
+    free = np.ones(k, dtype=np.bool_)
+    for i in range(n):
+        best, j = np.inf, -1
+        for c in range(k):
+            if distance[i, c] < best:
+                best, j = distance[i, c], c
+        if j < 0 or not best <= reach:
+            if not far_base[i]:
+                return False, order
+            order[i] = k + i                        # base's own rows: no change
+            continue
+        order[i] = j
+        free[j] = False
+        distance[:, j] = np.inf                     # each contact of other matches once
+    for j in range(k):
+        if free[j] and not far_other[j]:
+            return False, order
+    return True, order
 
 
 def _integration_jacobians(sim, q: np.ndarray, v: np.ndarray,
