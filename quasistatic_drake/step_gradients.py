@@ -57,10 +57,10 @@ from quasistatic_drake.contact import ContactSet
 from quasistatic_drake.contact_detection import proximity_pairs
 from quasistatic_drake.integration import screw_velocity_jacobian
 
-DELTA_Q = 1e-6          # [m, rad, quaternion units] the central differences of the data in q
-# the commands enter Q, b and the trust region: central differences, at DELTA_Q (one solve
-# differentiates the command and the q columns together)
-DELTA_COMMAND = DELTA_Q
+# [m, rad, quaternion units; m/s, rad/s] the central differences of the data, in q and in
+# the commands alike (one solve differentiates both kinds of column together; the commands
+# enter Q, b and the trust region)
+DELTA_Q = 1e-6
 
 
 @dataclass(frozen=True)
@@ -235,15 +235,15 @@ def without_offsets(iterate) -> ContactSet:
 
 def _command_changes(problem, directions: np.ndarray) -> Changes:
     """
-    Return the step's data at (v_cmd, q_ref) +- DELTA_COMMAND d_j, per column d_j.
+    Return the step's data at (v_cmd, q_ref) +- DELTA_Q d_j, per column d_j.
 
     ``directions`` is 2 n_a x k, v_cmd's rows over q_ref's.  A command changes
     the cost and the bounds only: its columns keep the iterate's own
     contacts (None here), whose rows the formulation reuses.
     """
     n_a = len(problem.v_cmd)
-    columns = [tuple((replace(problem, v_cmd=problem.v_cmd + sign * DELTA_COMMAND * d[:n_a],
-                              q_ref=problem.q_ref + sign * DELTA_COMMAND * d[n_a:]), None)
+    columns = [tuple((replace(problem, v_cmd=problem.v_cmd + sign * DELTA_Q * d[:n_a],
+                              q_ref=problem.q_ref + sign * DELTA_Q * d[n_a:]), None)
                      for sign in (1.0, -1.0))
                for d in directions.T]
     return Changes(columns, columns, np.zeros(len(columns), dtype=bool))
@@ -461,12 +461,12 @@ def matched(base: ContactSet, other: ContactSet, far_base: np.ndarray,
     apart (``far_other``).  None if a contact that matters came or went: that
     change has no derivative.
     """
-    codes: dict = {}
+    codes: dict = {}                                # (body A, body B) -> a number
 
-    def coded(names: tuple) -> np.ndarray:
-        return np.array([codes.setdefault(name, len(codes)) for name in names], dtype=np.int64)
-    found, order = _nearest_order(base.point_A_W, other.point_A_W, coded(base.body_a),
-                                  coded(base.body_b), coded(other.body_a), coded(other.body_b),
+    def coded(contacts: ContactSet) -> np.ndarray:
+        return np.array([codes.setdefault(pair, len(codes))
+                         for pair in zip(contacts.body_a, contacts.body_b)], dtype=np.int64)
+    found, order = _nearest_order(base.point_A_W, other.point_A_W, coded(base), coded(other),
                                   far_base, far_other, MATCH_DISTANCE)
     if not found:
         return None
@@ -476,12 +476,11 @@ def matched(base: ContactSet, other: ContactSet, far_base: np.ndarray,
 
 
 @numba.njit(cache=True)
-def _nearest_order(p_base, p_other, a_base, b_base, a_other, b_other, far_base, far_other,
-                   reach):
+def _nearest_order(p_base, p_other, pair_base, pair_other, far_base, far_other, reach):
     """
     Return (matched, order) of ``matched``: base's contacts in turn take the nearest free one.
 
-    Contacts of the same body pair (codes a, b) within ``reach`` of each other
+    Contacts of the same body pair (its code) within ``reach`` of each other
     match; order[i] is the match of base's contact i, or n_other + i (its own
     rows) for an unmatched contact that is far apart.
     """
@@ -489,7 +488,7 @@ def _nearest_order(p_base, p_other, a_base, b_base, a_other, b_other, far_base, 
     distance = np.full((n, k), np.inf)
     for i in range(n):
         for j in range(k):
-            if a_base[i] == a_other[j] and b_base[i] == b_other[j]:
+            if pair_base[i] == pair_other[j]:
                 d0 = p_base[i, 0] - p_other[j, 0]
                 d1 = p_base[i, 1] - p_other[j, 1]
                 d2 = p_base[i, 2] - p_other[j, 2]
