@@ -76,9 +76,74 @@ def polish(P: np.ndarray, c: np.ndarray, G: np.ndarray, h: np.ndarray, m_l: int,
     return (x_new, s_new, z_new) if ok else None
 
 
+def polish_guess(P: np.ndarray, c: np.ndarray, G: np.ndarray, h: np.ndarray, m_l: int,
+                 cones: np.ndarray, cone_t: np.ndarray, s: np.ndarray,
+                 z: np.ndarray) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """
+    Return (x, s, z) solved exactly on the active set that a guessed (s, z) says, or None.
+
+    The guess is the last step's solution carried to this step's rows
+    (``conic_step._guessed_point``).  Accepted on every optimality condition
+    (``polish``'s), and, with no method's point to stay near, on each row's
+    and each multiplier's sign judged on its own terms (``_row_by_row``):
+    the conditions hold, so the point is the problem's solution.
+    """
+    ok, x_new, s_new, z_new = _polished(P, c, G, h, m_l, cones, cone_t, s, z)
+    if not ok or not _row_by_row(G, h, m_l, cones, x_new, s_new, z_new):
+        return None
+    return x_new, s_new, z_new
+
+
+@numba.njit(cache=True)
+def _row_by_row(G, h, m_l, cones, x, s, z) -> bool:
+    """
+    Return whether every row and cone holds to POLISH_TOL of its own terms' size.
+
+    ``_accepted`` judges s against the largest |h|: one contact row with
+    almost no Jacobian, scaled to unit norm, had h = 3e12 and let a row
+    397 off through (an arm's joints at 170 rad/s, past their limits).
+    Each s_r here is judged against 1 + |h_r| + sum_j |G_rj x_j|, and each
+    multiplier's sign against the largest multiplier of the rows on more
+    than one variable (a slack's price, 1e7 scaled, is not a contact's load).
+    """
+    m = h.shape[0]
+    size = np.ones(m)
+    load = 1.0
+    for r in range(m):
+        size[r] += abs(h[r])
+        count = 0
+        for j in range(G.shape[1]):
+            if G[r, j] != 0.0:
+                size[r] += abs(G[r, j] * x[j])
+                count += 1
+        if count > 1:
+            load = max(load, abs(z[r]))
+    tol_z = POLISH_TOL * load
+    for r in range(m_l):
+        if s[r] < -POLISH_TOL * size[r] or z[r] < -tol_z:
+            return False
+    for i in range(cones.shape[0]):
+        a = cones[i]
+        cone_size = size[a] + size[a + 1] + size[a + 2]
+        if s[a] - math.hypot(s[a + 1], s[a + 2]) < -POLISH_TOL * cone_size:
+            return False
+        if z[a] - math.hypot(z[a + 1], z[a + 2]) < -tol_z:
+            return False
+    return True
+
+
 @numba.njit(cache=True)
 def _polish(P, c, G, h, m_l, cones, cone_t, x, s, z):
     """Return (accepted, x, s, z): ``polish`` compiled (its docstring)."""
+    ok, x_new, s_new, z_new = _polished(P, c, G, h, m_l, cones, cone_t, s, z)
+    if not ok or np.abs(x_new - x).max() > NEAR * (1.0 + np.abs(x).max()):
+        return False, x, s, z                 # a guess far from the method's: refused
+    return True, x_new, s_new, z_new
+
+
+@numba.njit(cache=True)
+def _polished(P, c, G, h, m_l, cones, cone_t, s, z):
+    """Return (accepted, x, s, z) of ``polish`` but its nearness to the method's x."""
     n_c = cones.shape[0]
     active = np.empty(m_l + 3 * n_c, dtype=np.int64)
     n_a = 0
@@ -97,7 +162,7 @@ def _polish(P, c, G, h, m_l, cones, cone_t, x, s, z):
             sliding[i] = True
     active = active[:n_a]
     tol_z = POLISH_TOL * (1.0 + (np.abs(z).max() if z.shape[0] else 0.0))
-    failed = (False, x, s, z)
+    failed = (False, np.zeros(P.shape[0]), s, z)
     settled = False
     for _ in range(ACTIVE_SET_PASSES):
         ok, x_new, s_new, z_new = _on_active_set(P, c, G, h, active, cones, cone_t, sliding,
@@ -128,14 +193,21 @@ def _polish(P, c, G, h, m_l, cones, cone_t, x, s, z):
         s_new[r] = 0.0
     if not _accepted(s_new, z_new, m_l, cones, sliding, h, z):
         return failed
-    if np.abs(x_new - x).max() > NEAR * (1.0 + np.abs(x).max()):
-        return failed                         # a guess far from the method's: refused
     return True, x_new, s_new, z_new
 
 
 @numba.njit(cache=True)
 def _on_active_set(P, c, G, h, active, cones, cone_t, sliding, s, z):
-    """Return (solved, x, s, z) with ``active`` rows held and ``sliding`` cones' law solved."""
+    """
+    Return (solved, x, s, z) with ``active`` rows held and ``sliding`` cones' law solved.
+
+    An active row on one variable alone (a bound on v', a slack's sigma >= 0,
+    a sticking cone's t) fixes that variable, and its multiplier follows
+    from the variable's own stationarity once the rest is solved: a
+    penetrating contact's slack row, whose multiplier is its price less its
+    impulse (1e7 in the step's scaling), stays out of the equations, where
+    it cost the velocities their last digits.
+    """
     n, m = P.shape[0], h.shape[0]
     fixed_z = np.zeros(m)
     slips = np.zeros((cones.shape[0], 2))
@@ -146,14 +218,15 @@ def _on_active_set(P, c, G, h, active, cones, cone_t, sliding, s, z):
             slips[i, 0], slips[i, 1] = s[a + 1], s[a + 2]
             fixed_z[a:a + 3] = _sliding_force(c[t], -slips[i, 0], -slips[i, 1])
             free[t] = False                   # t = |u|, set once v is known
+    fixes, x_fixed = _fixed_variables(G, h, active, free)
     free_idx = np.flatnonzero(free)
-    G_A = np.empty((active.shape[0], free_idx.shape[0]))
-    for i in range(active.shape[0]):
+    rows = active[fixes < 0]
+    G_A = np.empty((rows.shape[0], free_idx.shape[0]))
+    h_A = np.empty(rows.shape[0])
+    for i in range(rows.shape[0]):
         for j in range(free_idx.shape[0]):
-            G_A[i, j] = G[active[i], free_idx[j]]
-    h_A = np.empty(active.shape[0])
-    for i in range(active.shape[0]):
-        h_A[i] = h[active[i]]
+            G_A[i, j] = G[rows[i], free_idx[j]]
+        h_A[i] = h[rows[i]] - G[rows[i]] @ x_fixed
     x_new, s_new = np.zeros(n), np.zeros(m)
     multipliers = np.zeros(active.shape[0])
     failed = (False, x_new, s_new, fixed_z)
@@ -168,9 +241,9 @@ def _on_active_set(P, c, G, h, active, cones, cone_t, sliding, s, z):
             if norm == 0.0:
                 return failed
             e = slips[i] / norm
-            rows = G[a + 1:a + 3]
+            cone_rows = G[a + 1:a + 3]
             stiffness = (c[t] / norm) * (np.eye(2) - np.outer(e, e))
-            hessian += (rows.T @ stiffness) @ rows
+            hessian += (cone_rows.T @ stiffness) @ cone_rows
         H = np.empty((free_idx.shape[0], free_idx.shape[0]))
         for i in range(free_idx.shape[0]):
             for j in range(free_idx.shape[0]):
@@ -178,25 +251,29 @@ def _on_active_set(P, c, G, h, active, cones, cone_t, sliding, s, z):
         factor = _kkt_factor(H, G_A)
         if not factor[0]:
             return failed
-        base = c + G.T @ fixed_z
+        base = c + G.T @ fixed_z + hessian @ x_fixed
         r_x = np.empty(free_idx.shape[0])
         for j in range(free_idx.shape[0]):
             r_x[j] = -base[free_idx[j]]
         ok, x_free, y = _kkt_solve(H, G_A, factor, r_x, h_A)
         if not ok:
             return failed
-        multipliers = y
+        x_new = x_fixed.copy()
+        for j in range(free_idx.shape[0]):
+            x_new[free_idx[j]] = x_free[j]
+        multipliers = _all_multipliers(hessian, base, G, x_new, x_fixed, active, fixes, rows, y)
         if multipliers.shape[0] and multipliers.min() < 0.0:  # the least-norm ones leave
-            z_near = np.empty(active.shape[0])                # their cone: nearest the method's
-            for i in range(active.shape[0]):
-                z_near[i] = z[active[i]]
+            z_near = np.empty(rows.shape[0])                  # their cone: nearest the method's
+            for i in range(rows.shape[0]):
+                z_near[i] = z[rows[i]]
             ok, x_free, y = _kkt_solve(H, G_A, factor, r_x - G_A.T @ z_near, h_A)
             if not ok:
                 return failed
-            multipliers = z_near + y
-        x_new = np.zeros(n)
-        for j in range(free_idx.shape[0]):
-            x_new[free_idx[j]] = x_free[j]
+            x_new = x_fixed.copy()
+            for j in range(free_idx.shape[0]):
+                x_new[free_idx[j]] = x_free[j]
+            multipliers = _all_multipliers(hessian, base, G, x_new, x_fixed, active, fixes,
+                                           rows, z_near + y)
         s_new = h - G @ x_new
         change = 0.0                          # of the sliding forces, relative to their bound
         for i in range(cones.shape[0]):
@@ -219,6 +296,57 @@ def _on_active_set(P, c, G, h, active, cones, cone_t, sliding, s, z):
     for i in range(active.shape[0]):
         z_new[active[i]] = multipliers[i]
     return True, x_new, s_new, z_new
+
+
+@numba.njit(cache=True)
+def _fixed_variables(G, h, active, free):
+    """
+    Return which variable each active row fixes (-1: none) and the fixed values.
+
+    A row fixes a variable where it is the row's only one and still free
+    (``free`` is updated); the value holds the row, G_rj x_j = h_r.
+    """
+    n = G.shape[1]
+    fixes = -np.ones(active.shape[0], dtype=np.int64)
+    x_fixed = np.zeros(n)
+    for i in range(active.shape[0]):
+        r = active[i]
+        only, count = -1, 0
+        for j in range(n):
+            if G[r, j] != 0.0:
+                only = j
+                count += 1
+        if count == 1 and free[only]:
+            free[only] = False
+            fixes[i] = only
+            x_fixed[only] = h[r] / G[r, only]
+    return fixes, x_fixed
+
+
+@numba.njit(cache=True)
+def _all_multipliers(hessian, base, G, x, x_fixed, active, fixes, rows, y):
+    """
+    Return the active rows' multipliers: ``y`` of the solved ones, the rest from stationarity.
+
+    The row that fixes variable j takes the multiplier that zeroes j's
+    stationarity, (hessian x)_j - (hessian x_fixed)_j + base_j + G_j^T z = 0,
+    ``base`` holding the hessian's part on the fixed values already.
+    """
+    gradient = hessian @ x - hessian @ x_fixed + base
+    for i in range(rows.shape[0]):
+        for j in range(G.shape[1]):
+            gradient[j] += G[rows[i], j] * y[i]
+    out = np.empty(active.shape[0])
+    k = 0
+    for i in range(active.shape[0]):
+        if fixes[i] < 0:
+            out[i] = y[k]
+            k += 1
+    for i in range(active.shape[0]):
+        j = fixes[i]
+        if j >= 0:
+            out[i] = -gradient[j] / G[active[i], j]
+    return out
 
 
 @numba.njit(cache=True)
@@ -259,14 +387,15 @@ def _kkt_factor(P, A):
     n, k = A.shape[1], A.shape[0]
     H = P + A.T @ A
     L = np.zeros((n, n))
-    try:
-        L = np.linalg.cholesky(H)
-    except Exception:                                  # noqa: B902 (numba: LinAlgError)
-        return False, L, np.zeros((k, n)), np.zeros((k, 0)), np.zeros(0), \
-            np.zeros(0, dtype=np.bool_)
+    if n:                                              # (none: every variable fixed)
+        try:
+            L = np.linalg.cholesky(H)
+        except Exception:                              # noqa: B902 (numba: LinAlgError)
+            return False, L, np.zeros((k, n)), np.zeros((k, 0)), np.zeros(0), \
+                np.zeros(0, dtype=np.bool_)
     B = _lower_solve(L, A.T.copy()).T.copy()           # A L^-T
-    if k == 0:
-        U, sigma = np.zeros((0, 0)), np.zeros(0)
+    if k == 0 or n == 0:
+        U, sigma = np.zeros((k, 0)), np.zeros(0)
     else:
         U, sigma, _ = np.linalg.svd(B, full_matrices=False)
     keep = sigma > RCOND * max(sigma[0] if sigma.shape[0] else 0.0, 1e-300)
@@ -282,7 +411,7 @@ def _kkt_solve(P, A, factor, r_x, b):
     y = np.zeros(k)
     rhs_x, rhs_b = r_x.copy(), b.copy()
     scale = 1.0 + max(np.abs(r_x).max() if n else 0.0, np.abs(b).max() if k else 0.0)
-    worst = np.inf
+    worst, last = np.inf, np.inf
     for _ in range(REFINEMENTS):
         g = rhs_x + A.T @ rhs_b
         w = np.ascontiguousarray(_lower_solve(L, g.reshape(-1, 1))[:, 0])   # L^-1 g
@@ -298,9 +427,38 @@ def _kkt_solve(P, A, factor, r_x, b):
         rhs_x = r_x - P @ x - A.T @ y
         rhs_b = b - A @ x
         worst = max(np.abs(rhs_x).max() if n else 0.0, np.abs(rhs_b).max() if k else 0.0)
-        if worst <= RESIDUAL * scale:
+        if _settled(P, A, x, y, r_x, b, rhs_x, rhs_b):
             return True, x, y
+        if worst > 0.5 * last:
+            break                                      # no better: the round-off floor
+        last = worst
     return worst <= 1e3 * RESIDUAL * scale, x, y
+
+
+@numba.njit(cache=True)
+def _settled(P, A, x, y, r_x, b, rhs_x, rhs_b) -> bool:
+    """
+    Return whether each equation's residual is within RESIDUAL of the size of its own terms.
+
+    Each equation on its own: a contact row's terms are 1e-20 where the
+    friction's are 1e2, and a residual relative to the largest term left
+    the rows 1e-12 off, a box's pitch 1e-8 rad/s once unscaled.
+    """
+    for i in range(rhs_x.shape[0]):
+        size = 1.0 + abs(r_x[i])
+        for j in range(x.shape[0]):
+            size += abs(P[i, j] * x[j])
+        for j in range(y.shape[0]):
+            size += abs(A[j, i] * y[j])
+        if abs(rhs_x[i]) > RESIDUAL * size:
+            return False
+    for i in range(rhs_b.shape[0]):
+        size = 1.0 + abs(b[i])
+        for j in range(x.shape[0]):
+            size += abs(A[i, j] * x[j])
+        if abs(rhs_b[i]) > RESIDUAL * size:
+            return False
+    return True
 
 
 @numba.njit(cache=True)

@@ -37,7 +37,7 @@ import numpy as np
 import scipy.linalg
 
 from quasistatic_drake.formulations import conic_ipm
-from quasistatic_drake.formulations.conic_polish import polish
+from quasistatic_drake.formulations.conic_polish import polish, polish_guess
 
 ROUND, PYRAMID = conic_ipm.ROUND, conic_ipm.PYRAMID
 
@@ -57,6 +57,17 @@ class IslandData:
     friction: np.ndarray        # (k,) mu_i lambda_i^-, the friction bound [N s]
     cone: int                   # ROUND or PYRAMID
     penalty: float              # p of a penetrating contact's slack [N s per m/s]
+    guess: Optional["Guess"] = None   # the last step's solution, carried to these contacts
+
+
+@dataclass(frozen=True)
+class Guess:
+    """The last step's solution on an island's velocities and contacts (``solve_island``)."""
+
+    v: np.ndarray               # (n,) v' of the last step
+    normal: np.ndarray          # (k,) normal impulses [N s] (0: a new contact)
+    friction: np.ndarray        # (k, 2) friction impulses along J_t's rows [N s]
+    sliding: np.ndarray         # (k,) bool: at its friction bound, slipping
 
 
 @dataclass(frozen=True)
@@ -338,21 +349,39 @@ def _dense_of(Q, c_v, lower, upper, cptr, cols, Jn, Jt, Jf, h_n, w, penalty, kin
 
 
 def solve_island(data: IslandData) -> IslandSolution:
-    """Solve one island's problem (module docstring) with ``conic_ipm.solve_contact_qp``."""
+    """
+    Solve one island's problem (module docstring).
+
+    1. The last step's solution, carried to this step's rows (``data.guess``),
+       says which rows are active and which cones slide; that set is solved
+       as equations (``conic_polish.polish_guess``).  If every optimality
+       condition holds there, that is the solution.
+    2. Otherwise the interior-point method solves the problem
+       (``conic_ipm.solve_contact_qp``), and its active set is solved as
+       equations (``conic_polish.polish``).
+    """
     n, k = len(data.b), len(data.phi_h)
     n_d = data.J_f.shape[1]
     prepared = _prepared(data.Q, data.b, data.lower, data.upper, data.phi_h, data.J_n,
                          data.J_t, data.J_f, data.friction, float(data.penalty), data.cone)
     scale_v, scale_n, scale_f, kind, slack = prepared[:5]
     p = prepared[5:]                  # _Compact's arrays, in its order, less kind and slack
-    x, s, z, status, iterations = conic_ipm.solve_contact_qp(
-        *p[:10], kind, n_d, p[10], slack, p[11])
-    if status != conic_ipm.OPTIMAL:
-        return IslandSolution(None, np.zeros(k), np.zeros((k, 2 if data.cone == ROUND else n_d)),
-                              np.zeros(k), conic_ipm.STATUS[status], iterations)
     layout, (P, c, G, h, cones, cone_t) = _dense_layout(*p, kind, slack, n_d, data.lower,
                                                         data.upper)
-    exact = polish(P, c, G, h, layout[7], cones, cone_t, x, s, z)
+    exact, iterations = None, 0
+    guess = data.guess
+    if guess is not None and data.cone == ROUND:
+        s, z = _guessed_point(G, h, c, *layout[:5], scale_v, scale_n, scale_f, guess.v,
+                              guess.normal, guess.friction, guess.sliding)
+        exact = polish_guess(P, c, G, h, layout[7], cones, cone_t, s, z)
+    if exact is None:
+        x, s, z, status, iterations = conic_ipm.solve_contact_qp(
+            *p[:10], kind, n_d, p[10], slack, p[11])
+        if status != conic_ipm.OPTIMAL:
+            return IslandSolution(None, np.zeros(k),
+                                  np.zeros((k, 2 if data.cone == ROUND else n_d)),
+                                  np.zeros(k), conic_ipm.STATUS[status], iterations)
+        exact = polish(P, c, G, h, layout[7], cones, cone_t, x, s, z)
     if exact is not None:
         x, s, z = exact
     normal, friction, sigma = _impulses(x, z, kind, layout[0], layout[2], layout[4], scale_n,
@@ -360,6 +389,49 @@ def solve_island(data: IslandData) -> IslandSolution:
                                         data.cone == ROUND)
     return IslandSolution(scale_v * x[:n], normal, friction, sigma, "optimal", iterations,
                           ConicPoint(x, s, z, scale_v, scale_n, scale_f))
+
+
+STICKING = 1.0 - 1e-3     # a guessed sticking cone's friction at most this share of its bound
+
+
+@numba.njit(cache=True)
+def _guessed_point(G, h, c, normal_row, slack_row, fric_row, t_var, s_var, scale_v, scale_n,
+                   scale_f, v, normal, friction, sliding):
+    """
+    Return (s, z) of the scaled problem at the last step's solution (``Guess``).
+
+    x holds v (scaled), each cone's t = |slip| and each slack's sigma where
+    its normal row is violated; s = h - G x.  z holds the last normal
+    impulses, a slack row's sigma price less its normal impulse, each cone's
+    bound w with its friction on the bound where it slid (the polish takes a
+    cone as sliding there) and strictly inside it where it stuck.
+    """
+    n_x, m = G.shape[1], G.shape[0]
+    x = np.zeros(n_x)
+    for j in range(v.shape[0]):
+        x[j] = v[j] / scale_v[j]
+    s = h - G @ x
+    z = np.zeros(m)
+    for k in range(normal_row.shape[0]):
+        r = normal_row[k]
+        z[r] = normal[k] / scale_n[k]
+        if s_var[k] >= 0:
+            sigma = max(0.0, -s[r])
+            x[s_var[k]] = sigma
+            s[r] += sigma
+            s[slack_row[k]] = sigma
+            z[slack_row[k]] = max(c[s_var[k]] - z[r], 0.0)
+        if t_var[k] >= 0:
+            a, w = fric_row[k], c[t_var[k]]
+            s[a] = h[a] + math.hypot(s[a + 1], s[a + 2])
+            f1, f2 = friction[k, 0] / scale_f[k], friction[k, 1] / scale_f[k]
+            size = math.hypot(f1, f2)
+            if sliding[k] and size > 0.0:
+                f1, f2 = w * f1 / size, w * f2 / size
+            elif size > STICKING * w:
+                f1, f2 = STICKING * w * f1 / size, STICKING * w * f2 / size
+            z[a], z[a + 1], z[a + 2] = w, f1, f2
+    return s, z
 
 
 @numba.njit(cache=True)

@@ -51,11 +51,12 @@ class ContactMemory:
     asleep: frozenset = frozenset()   # names of the objects at rest
     velocity: Optional[np.ndarray] = None   # (n_v,) the last step's v' (the linearisation)
     offsets: Optional[dict] = None          # {geometry pair: gap offset [m]} (step_loop.py)
+    sliding: Optional[np.ndarray] = None    # (k,) bool: its friction at its bound, slipping
 
     @staticmethod
     def of(contacts: ContactSet, normal_impulse: np.ndarray, impulse_W: np.ndarray,
-           asleep: frozenset = frozenset(),
-           velocity: Optional[np.ndarray] = None) -> "ContactMemory":
+           asleep: frozenset = frozenset(), velocity: Optional[np.ndarray] = None,
+           sliding: Optional[np.ndarray] = None) -> "ContactMemory":
         """Return the memory of ``contacts`` (those with known places) and their impulses."""
         normal_impulse = np.asarray(normal_impulse, dtype=float)
         impulse_W = np.asarray(impulse_W, dtype=float).reshape(-1, 3)
@@ -63,15 +64,18 @@ class ContactMemory:
             geometry, local_a, local_b = (np.zeros((0, 2), dtype=np.int64), np.zeros((0, 3)),
                                           np.zeros((0, 3)))
             normal_impulse, impulse_W = normal_impulse[:0].copy(), impulse_W[:0].copy()
+            sliding = None if sliding is None else sliding[:0].copy()
         else:
             geometry, local_a, local_b, normal_impulse, impulse_W = _placed(
                 np.asarray(contacts.geometry_a, dtype=np.int64),
                 np.asarray(contacts.geometry_b, dtype=np.int64),
                 np.ascontiguousarray(contacts.local_a, dtype=float),
                 np.ascontiguousarray(contacts.local_b, dtype=float), normal_impulse, impulse_W)
+            if sliding is not None:
+                sliding = sliding[np.asarray(contacts.geometry_a) >= 0]
         return ContactMemory(geometry=geometry, local_a=local_a, local_b=local_b,
                              normal_impulse=normal_impulse, impulse_W=impulse_W,
-                             asleep=frozenset(asleep), velocity=velocity)
+                             asleep=frozenset(asleep), velocity=velocity, sliding=sliding)
 
     def __deepcopy__(self, memo) -> "ContactMemory":
         """Share instead of copy: immutable, and Drake clones the plant's state every update."""

@@ -74,7 +74,8 @@ from quasistatic_drake.contact import ContactSet
 from quasistatic_drake.formulations import anitescu
 from quasistatic_drake.formulations.base import (Formulation, lead_bounded, ModelFacts,
                                                  spring_reference, StepProblem, StepSolution)
-from quasistatic_drake.formulations.conic_step import (island_derivative, IslandData,
+from quasistatic_drake.formulations.conic_polish import ON_BOUNDARY
+from quasistatic_drake.formulations.conic_step import (Guess, island_derivative, IslandData,
                                                        IslandSolution, PYRAMID, ROUND,
                                                        solve_island, tangent_rows)
 from quasistatic_drake.formulations.contact_memory import ContactMemory, recall
@@ -227,9 +228,11 @@ class QpFormulation(Formulation):
                              np.ascontiguousarray(contacts.J_f, dtype=float), contacts.n_d)
         islands = find_islands(self.unit_of_v, len(self.unit_names), self.robot_units, rows)
         n_v = self.facts.n_v
+        carried = self._carried(warm_start, contacts, found)
         v = np.zeros(n_v)
         normal, slack = np.zeros(contacts.n_c), np.zeros(contacts.n_c)
         impulses = np.zeros((contacts.n_c, 3))
+        slides = np.zeros(contacts.n_c, dtype=bool)
         asleep, solved, sleeping, iterations, status = set(), 0, 0, 0, "optimal"
         parts: list = []
         for island in islands:
@@ -243,7 +246,7 @@ class QpFormulation(Formulation):
                 impulses[island.contacts[known]] = warm_start.impulse_W[kept[known]]
                 continue
             answer = solve_island(self._island_data(island, cost, contacts, J_t, friction,
-                                                    lower, upper))
+                                                    lower, upper, carried))
             parts.append((island, answer))
             solved += 1
             iterations += answer.iterations
@@ -254,6 +257,8 @@ class QpFormulation(Formulation):
             normal[island.contacts] = answer.normal
             slack[island.contacts] = answer.slack
             impulses[island.contacts] = self._impulses_W(contacts, island.contacts, answer)
+            if self.cone == ROUND:
+                slides[island.contacts] = _slides(answer.friction, friction[island.contacts])
             if not island.driven and self._at_rest(problem, island, answer.v):
                 v[island.v_idx] = 0.0
                 asleep.update(names)
@@ -261,16 +266,35 @@ class QpFormulation(Formulation):
         if status != "optimal":
             return QpSolution(None, np.zeros((contacts.n_c, 3)), status, spent,
                               iterations=iterations, islands=solved, sleeping=sleeping)
-        memory = ContactMemory.of(contacts, normal, impulses, frozenset(asleep), v)
+        memory = ContactMemory.of(contacts, normal, impulses, frozenset(asleep), v, slides)
         return QpSolution(v, impulses, "optimal", spent, normal_impulses=normal,
                           friction_bounds=friction, slack=slack, islands=solved,
                           sleeping=sleeping, iterations=iterations, memory=memory,
                           penetration_speed=np.maximum(-contacts.phi / self.facts.h, 0.0),
                           parts=tuple(parts))
 
+    def _carried(self, memory: Optional[ContactMemory], contacts: ContactSet,
+                 found: np.ndarray) -> Optional[tuple]:
+        """
+        Return the last step's v', and each contact's impulses and sliding, or None.
+
+        A recalled contact takes its remembered normal impulse, its friction
+        impulse along this step's tangents and whether it slid; a new one
+        none (``conic_step.Guess``).  None where nothing is remembered, or
+        the friction is the pyramid's.
+        """
+        if memory is None or memory.sliding is None or self.cone != ROUND:
+            return None
+        v = np.zeros(self.facts.n_v) if memory.velocity is None else memory.velocity
+        return (v,) + _carried_impulses(np.asarray(found, dtype=np.int64),
+                                        memory.normal_impulse, memory.impulse_W,
+                                        memory.sliding, contacts.normal_W,
+                                        np.ascontiguousarray(contacts.tangents_W[:, 0]))
+
     def _island_data(self, island, cost: QpCost, contacts: ContactSet, J_t: np.ndarray,
-                     friction: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> IslandData:
-        """Return one island's problem (conic_step.py)."""
+                     friction: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+                     carried: Optional[tuple] = None) -> IslandData:
+        """Return one island's problem (conic_step.py), with the last step's guess if known."""
         ix, ic = island.v_idx, island.contacts
         J_f = contacts.J_f.reshape(contacts.n_c, contacts.n_d, self.facts.n_v)
         Q, J_n, J_t_island, J_f_island = _island_rows(
@@ -281,7 +305,9 @@ class QpFormulation(Formulation):
             Q=Q, b=cost.b[ix], lower=lower[ix], upper=upper[ix],
             phi_h=contacts.phi[ic] / self.facts.h, J_n=J_n, J_t=J_t_island, J_f=J_f_island,
             friction=friction[ic], cone=self.cone,
-            penalty=RECOVERY_PRICE * (float(np.sum(self.unit_load[island.units])) + 1e-3))
+            penalty=RECOVERY_PRICE * (float(np.sum(self.unit_load[island.units])) + 1e-3),
+            guess=None if carried is None else Guess(carried[0][ix], carried[1][ic],
+                                                     carried[2][ic], carried[3][ic]))
 
     def _islands_data(self, problem: StepProblem, contacts: ContactSet, friction: np.ndarray,
                       parts: tuple, cost: Optional[QpCost] = None,
@@ -672,6 +698,36 @@ def _island_rows(Q, J_n, J_t, J_f, ix, ic):
             for d in range(J_f.shape[1]):
                 J_f_i[a, d, b] = J_f[ic[a], d, ix[b]]
     return Q_i, J_n_i, J_t_i, J_f_i
+
+
+@numba.njit(cache=True)
+def _carried_impulses(found, normal_impulse, impulse_W, sliding, normal_W, t1_W):
+    """Return ``_carried``'s normal impulses, frictions along (t1, n x t1) and sliding flags."""
+    k = found.shape[0]
+    normal, friction = np.zeros(k), np.zeros((k, 2))
+    slid = np.zeros(k, dtype=np.bool_)
+    for a in range(k):
+        i = found[a]
+        if i < 0:
+            continue
+        n, t1 = normal_W[a], t1_W[a]
+        t2 = np.array([n[1] * t1[2] - n[2] * t1[1], n[2] * t1[0] - n[0] * t1[2],
+                       n[0] * t1[1] - n[1] * t1[0]])
+        normal[a] = normal_impulse[i]
+        friction[a, 0] = impulse_W[i] @ t1
+        friction[a, 1] = impulse_W[i] @ t2
+        slid[a] = sliding[i]
+    return normal, friction, slid
+
+
+@numba.njit(cache=True)
+def _slides(friction, bound):
+    """Return which contacts' friction (k, 2) is at its bound (k,): they slide."""
+    out = np.zeros(friction.shape[0], dtype=np.bool_)
+    for a in range(friction.shape[0]):
+        out[a] = bound[a] > 0.0 and (math.hypot(friction[a, 0], friction[a, 1])
+                                     >= (1.0 - ON_BOUNDARY) * bound[a])
+    return out
 
 
 @numba.njit(cache=True)
