@@ -47,7 +47,7 @@ commands, instead of n_q and 2 n_a.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Optional
 
 import numba
@@ -56,6 +56,7 @@ import numpy as np
 from quasistatic_drake.contact import ContactSet
 from quasistatic_drake.contact_detection import proximity_pairs
 from quasistatic_drake.integration import screw_velocity_jacobian
+from quasistatic_drake.records import changed
 
 # [m, rad, quaternion units; m/s, rad/s] the central differences of the data, in q and in
 # the commands alike (one solve differentiates both kinds of column together; the commands
@@ -242,7 +243,7 @@ def _command_changes(problem, directions: np.ndarray) -> Changes:
     contacts (None here), whose rows the formulation reuses.
     """
     n_a = len(problem.v_cmd)
-    columns = [tuple((replace(problem, v_cmd=problem.v_cmd + sign * DELTA_Q * d[:n_a],
+    columns = [tuple((changed(problem, v_cmd=problem.v_cmd + sign * DELTA_Q * d[:n_a],
                               q_ref=problem.q_ref + sign * DELTA_Q * d[n_a:]), None)
                      for sign in (1.0, -1.0))
                for d in directions.T]
@@ -287,14 +288,14 @@ def _iterate_derivative(sim, iterate, changes: Changes, pairs: list, d_offsets: 
     contacts, problem = iterate.contacts, iterate.problem
 
     def at(column):
-        return tuple((p if p.trust is problem.trust else replace(p, trust=problem.trust),
+        return tuple((p if p.trust is problem.trust else changed(p, trust=problem.trust),
                       contacts if c is None else c.offset(iterate.offsets)) for p, c in column)
     columns = [at(column) for column in changes.columns]
     keys = contacts.pair_keys() if pairs else []
     for pair in pairs:
         rows = np.array([key == pair for key in keys], dtype=float)
-        columns.append(((problem, replace(contacts, phi=contacts.phi + delta * rows)),
-                        (problem, replace(contacts, phi=contacts.phi - delta * rows))))
+        columns.append(((problem, changed(contacts, phi=contacts.phi + delta * rows)),
+                        (problem, changed(contacts, phi=contacts.phi - delta * rows))))
     solution = iterate.attempt.solution
     derivative, one_sided = sim.formulation.solution_derivative(problem, contacts, solution,
                                                                 columns, delta)

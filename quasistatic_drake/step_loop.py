@@ -43,6 +43,7 @@ from quasistatic_drake.formulations.base import StepProblem, StepSolution
 from quasistatic_drake.integration import screw_step
 from quasistatic_drake.islands import rows_times
 from quasistatic_drake.manifold import body_motions
+from quasistatic_drake.records import changed
 from quasistatic_drake.results import StepDiagnostics, StepGradients, StepResult
 from quasistatic_drake.state import State
 from quasistatic_drake.step_gradients import GradientRequest, step_gradients
@@ -204,7 +205,7 @@ class StepLoop:
                 problem = self.problem(q, q_lin, q_ref, v_bar, tau_ext, v_a, trust)
                 offsets, parent = {}, None
             else:                               # the same rows, asking for the depth missed
-                problem = replace(problem, trust=trust)
+                problem = changed(problem, trust=trust)
                 offsets, parent = iterate.corrected_offsets(), iteration - 1
             if wider is not None:               # detect further
                 tolerance = max(tolerance, wider)
@@ -368,7 +369,7 @@ class StepLoop:
         self.model.set_positions(q_lin)
         problem = self.data.problem(q, q_ref, v_bar, tau_ext, v_a,
                                     self.formulation.needs_object_frames)
-        return problem if np.isscalar(trust) and trust == 1.0 else replace(problem, trust=trust)
+        return problem if np.isscalar(trust) and trust == 1.0 else changed(problem, trust=trust)
 
     def contacts(self, q_lin: np.ndarray, tolerance: float,
                  v_lin: Optional[np.ndarray] = None,
@@ -385,7 +386,7 @@ class StepLoop:
         contacts = self.formulation.contacts(self.detector.detect(tolerance, pairs))
         if contacts.n_c and v_lin is not None and np.any(v_lin):
             shift = self.h * rows_times(contacts.J_n, v_lin)
-            contacts = replace(contacts, phi=contacts.phi - shift)
+            contacts = changed(contacts, phi=contacts.phi - shift)
         return contacts
 
     def solve(self, problem: StepProblem, contacts: ContactSet, warm_start: Any) -> Attempt:

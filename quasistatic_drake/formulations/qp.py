@@ -83,6 +83,7 @@ from quasistatic_drake.formulations.log_barrier import (barrier_derivative, solv
                                                         stacked_rows)
 from quasistatic_drake.islands import find_islands
 from quasistatic_drake.manifold import body_motions
+from quasistatic_drake.records import changed
 from quasistatic_drake.schema import number, one_of, removed, SchemaError, setting
 
 # the trust region: an object velocity moves a point of its bodies by at most the largest of
@@ -323,7 +324,7 @@ class QpFormulation(Formulation):
                            parts: tuple) -> list:
         """Return ``like`` (islands' data, same contacts and Q) with new b and bounds."""
         lower, upper = bounds
-        return [replace(data, b=cost.b[island.v_idx], lower=lower[island.v_idx],
+        return [changed(data, b=cost.b[island.v_idx], lower=lower[island.v_idx],
                         upper=upper[island.v_idx])
                 for data, (island, _) in zip(like, parts)]
 
@@ -455,7 +456,7 @@ class QpFormulation(Formulation):
         def data(at_problem: StepProblem, at_contacts: ContactSet) -> list:
             if (at_problem is problem and at_contacts.J_n is contacts.J_n
                     and at_contacts.J_f is contacts.J_f):    # an offset's column: phi only
-                return [replace(own, phi_h=at_contacts.phi[island.contacts] / self.facts.h)
+                return [changed(own, phi_h=at_contacts.phi[island.contacts] / self.facts.h)
                         for own, (island, _) in zip(base, parts)]
             cost = self._cost(at_problem)      # a command's column: the step's own rows
             if at_contacts is contacts and np.array_equal(cost.Q, base_cost.Q):
@@ -518,7 +519,7 @@ class QpFormulation(Formulation):
     def with_gap_offsets(self, warm_start: Optional[ContactMemory],
                          offsets: dict) -> Optional[ContactMemory]:
         """Return the memory with ``offsets`` kept for the next step."""
-        return None if warm_start is None else replace(warm_start, offsets=dict(offsets))
+        return None if warm_start is None else changed(warm_start, offsets=dict(offsets))
 
     def settled_warm_start(self, problem: StepProblem,
                            contacts: ContactSet) -> Optional[ContactMemory]:
