@@ -47,6 +47,11 @@ POLISH_TOL = 1e-9            # relative: how far a polished solution may leave a
 ON_BOUNDARY = 1e-6           # a cone's friction this close to its bound (relative) slides
 DIRECTION_TOL = 1e-10        # a sliding force that changed less than this (relative) has settled
 DIRECTION_ITERATIONS = 12
+# from the last step's active set (``polish_guess``) at most these: every guess accepted on
+# the two pads, the arm, the finger and the bin settled within them (the same steps bit for
+# bit as with 12), and a wrong one's further iterations cost the bin's island of 50 cones
+# 3 ms each (a step of 20.5 ms)
+GUESS_ITERATIONS = 2
 ACTIVE_SET_PASSES = 3
 NEAR = 1e-6                  # relative: how far it may move from the method's (else: refused)
 ROUND_OFF_PLATEAU = 1e-7     # a force change below this that stopped halving: round-off
@@ -72,7 +77,8 @@ def polish(P: np.ndarray, c: np.ndarray, G: np.ndarray, h: np.ndarray, m_l: int,
         np.ascontiguousarray(G, dtype=float), np.ascontiguousarray(h, dtype=float), m_l,
         np.ascontiguousarray(cones, dtype=np.int64),
         np.ascontiguousarray(cone_t, dtype=np.int64), np.ascontiguousarray(x, dtype=float),
-        np.ascontiguousarray(s, dtype=float), np.ascontiguousarray(z, dtype=float))
+        np.ascontiguousarray(s, dtype=float), np.ascontiguousarray(z, dtype=float),
+        DIRECTION_ITERATIONS)
     return (x_new, s_new, z_new) if ok else None
 
 
@@ -88,7 +94,8 @@ def polish_guess(P: np.ndarray, c: np.ndarray, G: np.ndarray, h: np.ndarray, m_l
     and each multiplier's sign judged on its own terms (``_row_by_row``):
     the conditions hold, so the point is the problem's solution.
     """
-    ok, x_new, s_new, z_new = _polished(P, c, G, h, m_l, cones, cone_t, s, z)
+    ok, x_new, s_new, z_new = _polished(P, c, G, h, m_l, cones, cone_t, s, z,
+                                        GUESS_ITERATIONS)
     if not ok or not _row_by_row(G, h, m_l, cones, x_new, s_new, z_new):
         return None
     return x_new, s_new, z_new
@@ -133,17 +140,21 @@ def _row_by_row(G, h, m_l, cones, x, s, z) -> bool:
 
 
 @numba.njit(cache=True)
-def _polish(P, c, G, h, m_l, cones, cone_t, x, s, z):
+def _polish(P, c, G, h, m_l, cones, cone_t, x, s, z, iterations):
     """Return (accepted, x, s, z): ``polish`` compiled (its docstring)."""
-    ok, x_new, s_new, z_new = _polished(P, c, G, h, m_l, cones, cone_t, s, z)
+    ok, x_new, s_new, z_new = _polished(P, c, G, h, m_l, cones, cone_t, s, z, iterations)
     if not ok or np.abs(x_new - x).max() > NEAR * (1.0 + np.abs(x).max()):
         return False, x, s, z                 # a guess far from the method's: refused
     return True, x_new, s_new, z_new
 
 
 @numba.njit(cache=True)
-def _polished(P, c, G, h, m_l, cones, cone_t, s, z):
-    """Return (accepted, x, s, z) of ``polish`` but its nearness to the method's x."""
+def _polished(P, c, G, h, m_l, cones, cone_t, s, z, iterations):
+    """
+    Return (accepted, x, s, z) of ``polish`` but its nearness to the method's x.
+
+    ``iterations`` bounds the sliding law's Newton iterations per active set.
+    """
     n_c = cones.shape[0]
     active = np.empty(m_l + 3 * n_c, dtype=np.int64)
     n_a = 0
@@ -166,7 +177,7 @@ def _polished(P, c, G, h, m_l, cones, cone_t, s, z):
     settled = False
     for _ in range(ACTIVE_SET_PASSES):
         ok, x_new, s_new, z_new = _on_active_set(P, c, G, h, active, cones, cone_t, sliding,
-                                                 s, z)
+                                                 s, z, iterations)
         if not ok:
             return failed
         keep = np.ones(active.shape[0], dtype=np.bool_)
@@ -197,7 +208,7 @@ def _polished(P, c, G, h, m_l, cones, cone_t, s, z):
 
 
 @numba.njit(cache=True)
-def _on_active_set(P, c, G, h, active, cones, cone_t, sliding, s, z):
+def _on_active_set(P, c, G, h, active, cones, cone_t, sliding, s, z, iterations):
     """
     Return (solved, x, s, z) with ``active`` rows held and ``sliding`` cones' law solved.
 
@@ -231,7 +242,7 @@ def _on_active_set(P, c, G, h, active, cones, cone_t, sliding, s, z):
     multipliers = np.zeros(active.shape[0])
     failed = (False, x_new, s_new, fixed_z)
     last_change = np.inf
-    for _ in range(DIRECTION_ITERATIONS):
+    for _ in range(iterations):
         hessian = P.copy()
         for i in range(cones.shape[0]):       # the sliding law's tangent stiffness
             if not sliding[i]:
