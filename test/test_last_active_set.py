@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO_ROOT
-from quasistatic_drake import QuasistaticSimulator, Scenario, State
+from quasistatic_drake import CommandError, QuasistaticSimulator, Scenario, State
 from quasistatic_drake.formulations.conic_step import Guess, IslandData, ROUND, solve_island
 from quasistatic_drake.formulations.contact_memory import ContactMemory
 
@@ -113,3 +113,17 @@ def test_the_fuzzers_spinning_cylinder_stays_out_of_the_table():
                       {'iiwa': data['command']})
     assert result.success
     assert sim.min_signed_distance(result.q_next) > -1e-3
+
+
+@pytest.mark.parametrize('field, value', [('sliding', np.zeros(2, dtype=bool)),
+                                          ('velocity', np.zeros(3))])
+def test_a_warm_start_of_the_wrong_size_is_refused_by_name(field, value):
+    """A hand-made memory whose arrays do not fit is refused before the step reads them."""
+    sim = QuasistaticSimulator(Scenario.from_yaml(
+        os.path.join(REPO_ROOT, 'config', 'two_pads_lift.yaml')))
+    state = sim.initial_state()
+    bad = State(q=state.q, q_ref=state.q_ref, warm_start=replace(state.warm_start,
+                                                                 **{field: value}))
+    with pytest.raises(CommandError, match=rf'warm_start\.{field}: .* Fix: '):
+        sim.step(bad, {'pads': [0.0, 0.0, 0.0]})
+    assert sim.step(state, {'pads': [0.0, 0.0, 0.0]}).success      # nothing lost

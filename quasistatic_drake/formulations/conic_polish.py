@@ -32,6 +32,12 @@ are the least-norm ones (``_least_norm_kkt``), or, where those leave their
 cone, the nearest the method's, which are centred among them.  Solved
 exactly, the step repeats to round-off under a small change of its data,
 and its derivatives (``conic_step.py``) are those of its active set.
+
+The same equations solve the active set that the last step's solution
+names (``polish_guess``): with no method's point to stay near, every row
+and multiplier is judged on its own terms, and the interior-point method
+runs only where that fails.  An active row on one variable alone fixes the
+variable, and its multiplier comes from that variable's stationarity.
 This module imports neither Drake nor ROS.
 """
 

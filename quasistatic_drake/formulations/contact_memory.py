@@ -16,7 +16,9 @@ as in Drake's lagged model, where a new contact's last normal force is zero.
 It also holds which objects were asleep (``formulations/qp.py``: an island
 with no robot in it that did not move sleeps until something wakes it), the
 step's velocities (the next step linearises its contacts halfway along
-them) and its contact pairs' gap offsets (``step_loop.py``).
+them), which contacts slid (with the velocities and the impulses, the
+active set the next step tries first: ``conic_step.Guess``) and its
+contact pairs' gap offsets (``step_loop.py``).
 This module imports neither Drake nor ROS.
 """
 

@@ -499,9 +499,21 @@ class QpFormulation(Formulation):
     # ----- the warm start and the reference ------------------------------------------------
     def checked_warm_start(self, warm_start):
         """Return the warm start (a ContactMemory or None), or raise CommandError."""
+        from quasistatic_drake.errors import CommandError
+        if isinstance(warm_start, ContactMemory):
+            sizes = {"velocity": (None if warm_start.velocity is None
+                                  else (np.shape(warm_start.velocity), (self.facts.n_v,))),
+                     "sliding": (None if warm_start.sliding is None
+                                 else (np.shape(warm_start.sliding), (warm_start.size,)))}
+            for name, shapes in sizes.items():
+                if shapes is not None and shapes[0] != shapes[1]:
+                    raise CommandError(
+                        f"warm_start.{name}: the ContactMemory's {name} has shape "
+                        f"{shapes[0]}, not {shapes[1]} (the model's velocities, or one per "
+                        "remembered contact). Fix: hand on a StepResult's state_next "
+                        "unchanged, or start from sim.initial_state().")
         if warm_start is None or isinstance(warm_start, ContactMemory):
             return warm_start
-        from quasistatic_drake.errors import CommandError
         raise CommandError(
             f"warm_start: formulation 'qp' takes the ContactMemory of its last step (its "
             f"contacts' impulses, which bound the next step's friction), got "
