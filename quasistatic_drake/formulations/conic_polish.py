@@ -268,17 +268,16 @@ def _on_active_set(P, c, G, h, active, cones, cone_t, sliding, s, z, iterations)
         factor = _kkt_factor(H, G_A)
         if not factor[0]:
             return failed
-        base = c + G.T @ fixed_z + hessian @ x_fixed
+        forces = c + G.T @ fixed_z                 # the cost's and the sliding cones' terms
+        base = forces + hessian @ x_fixed
         r_x = np.empty(free_idx.shape[0])
         for j in range(free_idx.shape[0]):
             r_x[j] = -base[free_idx[j]]
         ok, x_free, y = _kkt_solve(H, G_A, factor, r_x, h_A)
         if not ok:
             return failed
-        x_new = x_fixed.copy()
-        for j in range(free_idx.shape[0]):
-            x_new[free_idx[j]] = x_free[j]
-        multipliers = _all_multipliers(hessian, base, G, x_new, x_fixed, active, fixes, rows, y)
+        x_new = _with_free(x_fixed, free_idx, x_free)
+        multipliers = _all_multipliers(hessian, forces, G, x_new, active, fixes, rows, y)
         if multipliers.shape[0] and multipliers.min() < 0.0:  # the least-norm ones leave
             z_near = np.empty(rows.shape[0])                  # their cone: nearest the method's
             for i in range(rows.shape[0]):
@@ -286,11 +285,9 @@ def _on_active_set(P, c, G, h, active, cones, cone_t, sliding, s, z, iterations)
             ok, x_free, y = _kkt_solve(H, G_A, factor, r_x - G_A.T @ z_near, h_A)
             if not ok:
                 return failed
-            x_new = x_fixed.copy()
-            for j in range(free_idx.shape[0]):
-                x_new[free_idx[j]] = x_free[j]
-            multipliers = _all_multipliers(hessian, base, G, x_new, x_fixed, active, fixes,
-                                           rows, z_near + y)
+            x_new = _with_free(x_fixed, free_idx, x_free)
+            multipliers = _all_multipliers(hessian, forces, G, x_new, active, fixes, rows,
+                                           z_near + y)
         s_new = h - G @ x_new
         change = 0.0                          # of the sliding forces, relative to their bound
         for i in range(cones.shape[0]):
@@ -341,15 +338,24 @@ def _fixed_variables(G, h, active, free):
 
 
 @numba.njit(cache=True)
-def _all_multipliers(hessian, base, G, x, x_fixed, active, fixes, rows, y):
+def _with_free(x_fixed, free_idx, x_free):
+    """Return x: the fixed values, with the free variables' solved values in place."""
+    x = x_fixed.copy()
+    for j in range(free_idx.shape[0]):
+        x[free_idx[j]] = x_free[j]
+    return x
+
+
+@numba.njit(cache=True)
+def _all_multipliers(hessian, forces, G, x, active, fixes, rows, y):
     """
     Return the active rows' multipliers: ``y`` of the solved ones, the rest from stationarity.
 
     The row that fixes variable j takes the multiplier that zeroes j's
-    stationarity, (hessian x)_j - (hessian x_fixed)_j + base_j + G_j^T z = 0,
-    ``base`` holding the hessian's part on the fixed values already.
+    stationarity, (hessian x)_j + forces_j + G_j^T z = 0 (``forces``: the
+    cost's linear term and the sliding cones' forces).
     """
-    gradient = hessian @ x - hessian @ x_fixed + base
+    gradient = hessian @ x + forces
     for i in range(rows.shape[0]):
         for j in range(G.shape[1]):
             gradient[j] += G[rows[i], j] * y[i]

@@ -275,7 +275,7 @@ class QpFormulation(Formulation):
                           parts=tuple(parts))
 
     def _carried(self, memory: Optional[ContactMemory], contacts: ContactSet,
-                 found: np.ndarray) -> Optional[tuple]:
+                 found: np.ndarray) -> Optional[Guess]:
         """
         Return the last step's v', and each contact's impulses and sliding, or None.
 
@@ -287,14 +287,14 @@ class QpFormulation(Formulation):
         if memory is None or memory.sliding is None or self.cone != ROUND:
             return None
         v = np.zeros(self.facts.n_v) if memory.velocity is None else memory.velocity
-        return (v,) + _carried_impulses(np.asarray(found, dtype=np.int64),
-                                        memory.normal_impulse, memory.impulse_W,
-                                        memory.sliding, contacts.normal_W,
-                                        np.ascontiguousarray(contacts.tangents_W[:, 0]))
+        return Guess(v, *_carried_impulses(np.asarray(found, dtype=np.int64),
+                                           memory.normal_impulse, memory.impulse_W,
+                                           memory.sliding, contacts.normal_W,
+                                           np.ascontiguousarray(contacts.tangents_W[:, 0])))
 
     def _island_data(self, island, cost: QpCost, contacts: ContactSet, J_t: np.ndarray,
                      friction: np.ndarray, lower: np.ndarray, upper: np.ndarray,
-                     carried: Optional[tuple] = None) -> IslandData:
+                     carried: Optional[Guess] = None) -> IslandData:
         """Return one island's problem (conic_step.py), with the last step's guess if known."""
         ix, ic = island.v_idx, island.contacts
         J_f = contacts.J_f.reshape(contacts.n_c, contacts.n_d, self.facts.n_v)
@@ -307,8 +307,8 @@ class QpFormulation(Formulation):
             phi_h=contacts.phi[ic] / self.facts.h, J_n=J_n, J_t=J_t_island, J_f=J_f_island,
             friction=friction[ic], cone=self.cone,
             penalty=RECOVERY_PRICE * (float(np.sum(self.unit_load[island.units])) + 1e-3),
-            guess=None if carried is None else Guess(carried[0][ix], carried[1][ic],
-                                                     carried[2][ic], carried[3][ic]))
+            guess=None if carried is None else Guess(carried.v[ix], carried.normal[ic],
+                                                     carried.friction[ic], carried.sliding[ic]))
 
     def _islands_data(self, problem: StepProblem, contacts: ContactSet, friction: np.ndarray,
                       parts: tuple, cost: Optional[QpCost] = None,
@@ -501,15 +501,12 @@ class QpFormulation(Formulation):
         """Return the warm start (a ContactMemory or None), or raise CommandError."""
         from quasistatic_drake.errors import CommandError
         if isinstance(warm_start, ContactMemory):
-            sizes = {"velocity": (None if warm_start.velocity is None
-                                  else (np.shape(warm_start.velocity), (self.facts.n_v,))),
-                     "sliding": (None if warm_start.sliding is None
-                                 else (np.shape(warm_start.sliding), (warm_start.size,)))}
-            for name, shapes in sizes.items():
-                if shapes is not None and shapes[0] != shapes[1]:
+            for name, shape in (("velocity", (self.facts.n_v,)), ("sliding", (warm_start.size,))):
+                value = getattr(warm_start, name)
+                if value is not None and np.shape(value) != shape:
                     raise CommandError(
                         f"warm_start.{name}: the ContactMemory's {name} has shape "
-                        f"{shapes[0]}, not {shapes[1]} (the model's velocities, or one per "
+                        f"{np.shape(value)}, not {shape} (the model's velocities, or one per "
                         "remembered contact). Fix: hand on a StepResult's state_next "
                         "unchanged, or start from sim.initial_state().")
         if warm_start is None or isinstance(warm_start, ContactMemory):
