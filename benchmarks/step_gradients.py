@@ -1,7 +1,9 @@
 """
 The cost of a step with gradients (dq_next/dq, dq_next/dv_cmd, dq_next/dq_ref) against one without.
 
-Each scene rolls out a scripted command; every step is taken three times
+Each scene rolls out a scripted command (the arm: the demo's planned
+pick-and-place, every k-th step of it measured so that the steps span the
+approach, grasp, carry and release); every measured step is taken three times
 from the same state: without gradients, with ``gradients="commands"``
 (dq_next/dv_cmd and dq_next/dq_ref, qsim's kBOnly) and with
 ``gradients=True`` (all three); their thread CPU times are compared (the per-scene
@@ -21,6 +23,7 @@ import matplotlib
 import numpy as np
 
 from quasistatic_drake import QuasistaticSimulator, Scenario
+from quasistatic_drake.apps.pick_and_place import PickPlaceTask, plan_pick_and_place
 from quasistatic_drake.paths import package_share_dir
 from report import machine, write_results
 
@@ -35,6 +38,7 @@ SCENES = {   # name: (config file, robot, command, formulation and its settings 
                                 ('lcp', {'feedback_scale': 2.0 ** -4})),
     'finger pushes box (miqp)': ('finger_push.yaml', 'finger', [0.1, 0.05, -0.05],
                                  ('miqp', {})),
+    'arm picks and places (qp)': ('arm_pick_place.yaml', 'iiwa', 'plan', None),
 }
 
 
@@ -44,12 +48,20 @@ def measure(config: str, robot: str, command: list, formulation, steps: int) -> 
     if formulation is not None:
         scenario = scenario.with_formulation(formulation[0], **formulation[1])
     sim = QuasistaticSimulator(scenario)
+    if command == 'plan':                      # the demo's pick-and-place, every stride-th step
+        plan = plan_pick_and_place(sim, PickPlaceTask())[0]
+        commands, stride = plan.commands, max(plan.steps // steps, 1)
+    else:
+        commands, stride = (lambda k: {robot: command}), 1
     state = sim.initial_state()
     times = {mode: [] for mode in (False, 'commands', True)}
-    for _ in range(steps):
+    for k in range(steps * stride):
+        if k % stride:
+            state = sim.step(state, commands(k)).state_next
+            continue
         for mode, spent in times.items():      # each from the same state, warm start and all
             start = time.thread_time()
-            result = sim.step(state, {robot: command}, gradients=mode)
+            result = sim.step(state, commands(k), gradients=mode)
             spent.append(time.thread_time() - start)
         state = result.state_next
     plain, commands, full = (np.array(spent) for spent in times.values())

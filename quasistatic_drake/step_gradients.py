@@ -243,10 +243,12 @@ def _command_changes(problem, directions: np.ndarray) -> Changes:
     contacts (None here), whose rows the formulation reuses.
     """
     n_a = len(problem.v_cmd)
-    columns = [tuple((changed(problem, v_cmd=problem.v_cmd + sign * DELTA_Q * d[:n_a],
-                              q_ref=problem.q_ref + sign * DELTA_Q * d[n_a:]), None)
-                     for sign in (1.0, -1.0))
-               for d in directions.T]
+    step = DELTA_Q * directions.T                   # a row per column: v_cmd's, then q_ref's
+    v_cmd, q_ref = (problem.v_cmd + step[:, :n_a], problem.v_cmd - step[:, :n_a]), \
+        (problem.q_ref + step[:, n_a:], problem.q_ref - step[:, n_a:])
+    columns = [tuple((changed(problem, v_cmd=v_cmd[side][j], q_ref=q_ref[side][j]), None)
+                     for side in (0, 1))
+               for j in range(len(step))]
     return Changes(columns, columns, np.zeros(len(columns), dtype=bool))
 
 

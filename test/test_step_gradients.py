@@ -14,6 +14,7 @@ import pytest
 
 from conftest import REPO_ROOT
 from quasistatic_drake import CommandError, QuasistaticSimulator, Scenario, State, Tangents
+from quasistatic_drake.records import changed
 
 EPS = 1e-6
 
@@ -362,3 +363,38 @@ def test_the_integrations_velocity_jacobian_matches_its_central_differences(name
                    / (2 * step) for e in np.eye(len(v))]).T
     np.testing.assert_allclose(dI_dv, fd, rtol=1e-7, atol=1e-8)
     assert len(loop.model.floating_starts)       # a free body's screw is among the rows
+
+
+def test_command_columns_are_the_differences_of_the_steps_own_data():
+    """
+    The QP's command columns: b's and the trust bounds' central differences, all at once.
+
+    Compared with the step's own data (QpFormulation._cost, _trust_bounds) at
+    each side, on the pads squeezing a box (rho follows the commands there,
+    so the bounds move).  A column whose problem differs in anything but the
+    commands (here the trust share) is not taken as a command's: it keeps
+    its own data.
+    """
+    sim = scene('two_pads_lift.yaml')
+    command = np.array([0.02, 0.05, -0.05])
+    s = state(sim, 'pads', [command] * 6)
+    qp, loop = sim.formulation, sim.loop
+    problem = loop.problem(s.q, s.q, s.q_ref, command, None, None)
+    contacts = loop.contacts(s.q, sim.scenario.contact_detection_tolerance)
+    delta = 1e-6
+    directions = np.eye(6)[:, [0, 1, 2, 5]]
+    changes = [tuple((changed(problem, v_cmd=problem.v_cmd + sign * delta * d[:3],
+                              q_ref=problem.q_ref + sign * delta * d[3:]), contacts)
+                     for sign in (1.0, -1.0)) for d in directions.T]
+    changes.append(((changed(problem, trust=0.5), contacts), (problem, contacts)))
+    commands, db, dlower, dupper = qp._command_derivatives(problem, contacts, changes, delta,
+                                                           qp._trust_radius(problem))
+    np.testing.assert_array_equal(commands, [True, True, True, True, False])
+    for j, ((plus, _), (minus, _)) in enumerate(changes[:4]):
+        expected_b = (qp._cost(plus).b - qp._cost(minus).b) / (2 * delta)
+        np.testing.assert_allclose(db[:, j], expected_b, rtol=1e-9, atol=1e-9)
+        (low_p, up_p), (low_m, up_m) = qp._trust_bounds(plus), qp._trust_bounds(minus)
+        np.testing.assert_allclose(dlower[:, j], (low_p - low_m) / (2 * delta), atol=1e-6)
+        np.testing.assert_allclose(dupper[:, j], (up_p - up_m) / (2 * delta), atol=1e-6)
+    assert np.abs(dupper[:, :4]).max() > 1.0, 'no column moved the trust bounds'
+    assert not db[:, 4].any() and not dupper[:, 4].any()

@@ -34,7 +34,7 @@ from typing import Optional
 
 import numba
 import numpy as np
-import scipy.linalg
+from scipy.linalg import lapack
 
 from quasistatic_drake.formulations import conic_ipm
 from quasistatic_drake.formulations.conic_polish import polish, polish_guess
@@ -68,6 +68,21 @@ class Guess:
     normal: np.ndarray          # (k,) normal impulses [N s] (0: a new contact)
     friction: np.ndarray        # (k, 2) friction impulses along J_t's rows [N s]
     sliding: np.ndarray         # (k,) bool: at its friction bound, slipping
+
+
+@dataclass(frozen=True)
+class CostChange:
+    """
+    The derivatives of an island's b and bounds along some parameters, its rows and Q held.
+
+    The commands' columns (``island_derivative``): the robots' commands
+    enter the step's b and the trust region's bounds only.
+    """
+
+    columns: np.ndarray         # (k_c,) the columns they are
+    db: np.ndarray              # (n, k_c)
+    dlower: np.ndarray          # (n, k_c)
+    dupper: np.ndarray          # (n, k_c)
 
 
 @dataclass(frozen=True)
@@ -483,38 +498,63 @@ def _reduced_conditions(G: np.ndarray, Q: np.ndarray, point: ConicPoint, m_l: in
     has the same dx, from n_x + |K| rows instead of n_x + 2 m.  Returns the
     matrix, the right-hand sides and K's indices among the m rows.
     """
-    m, n_x, n = G.shape[0], G.shape[1], Q.shape[0]
-    s, z = point.s, point.z
-    drop = np.zeros(m, dtype=bool)
-    drop[:m_l] = (s[:m_l] > 0.0) & (z[:m_l] < WEAK * s[:m_l])
-    gone, kept = np.flatnonzero(drop), np.flatnonzero(~drop)
-    linear = int(np.count_nonzero(kept < m_l))
-    A = np.zeros((n_x + len(kept), n_x + len(kept)))
-    rhs = np.empty((n_x + len(kept), RX.shape[1]))
-    G_E, D = G[gone], z[gone] / s[gone]
-    A[:n_x, :n_x] = G_E.T @ (D[:, None] * G_E)
+    return _reduced_arrays(G, Q, point.s, point.z, m_l, np.asarray(soc_start, dtype=np.int64),
+                           np.ascontiguousarray(RX), np.ascontiguousarray(RZ), WEAK)
+
+
+@numba.njit(cache=True)
+def _reduced_arrays(G, Q, s, z, m_l, soc_start, RX, RZ, weak):
+    """Return ``_reduced_conditions``' matrix, right-hand sides and kept rows."""
+    m, n_x, n, k = G.shape[0], G.shape[1], Q.shape[0], RX.shape[1]
+    drop = np.zeros(m, dtype=np.bool_)
+    for r in range(m_l):
+        drop[r] = s[r] > 0.0 and z[r] < weak * s[r]
+    kept = np.flatnonzero(~drop)
+    n_k = kept.shape[0]
+    A = np.zeros((n_x + n_k, n_x + n_k))
+    rhs = np.zeros((n_x + n_k, k))
+    rhs[:n_x] = RX
+    for r in range(m):                     # the eliminated rows: G_r^T (z_r / s_r) G_r
+        if drop[r]:
+            d = z[r] / s[r]
+            for i in range(n_x):
+                g = G[r, i] * d
+                if g != 0.0:
+                    for j in range(n_x):
+                        A[i, j] += g * G[r, j]
+                    for c in range(k):
+                        rhs[i, c] += g * RZ[r, c]
     A[:n, :n] += Q
-    rhs[:n_x] = RX + G_E.T @ (D[:, None] * RZ[gone])
-    G_K = G[kept]
-    A[:n_x, n_x:] = G_K.T
-    L_s, L_z = np.zeros((len(kept), len(kept))), np.zeros((len(kept), len(kept)))
-    rows, at = kept[:linear], np.arange(linear)
-    top = np.maximum(np.maximum(np.abs(s[rows]), np.abs(z[rows])), 1e-300)
-    L_s[at, at], L_z[at, at] = s[rows] / top, z[rows] / top
-    a = np.asarray(soc_start, dtype=np.int64)
-    if len(a):
-        at = linear + a - m_l                     # each cone's arrow, at unit size
-        top = np.maximum(np.abs(s[a[:, None] + np.arange(3)]).max(axis=1),
-                         np.abs(z[a[:, None] + np.arange(3)]).max(axis=1))
-        top = np.maximum(top, 1e-300)
+    L_s, L_z = np.zeros((n_k, n_k)), np.zeros((n_k, n_k))
+    for p in range(n_k):
+        r = kept[p]
+        for i in range(n_x):
+            A[i, n_x + p] = G[r, i]
+        if r < m_l:                        # a linear row: s_r and z_r at unit size
+            top = max(max(abs(s[r]), abs(z[r])), 1e-300)
+            L_s[p, p], L_z[p, p] = s[r] / top, z[r] / top
+    linear = n_k - (m - m_l)
+    for a in soc_start:                    # each cone's arrow, at unit size
+        at = linear + a - m_l
+        top = 1e-300
+        for i in range(3):
+            top = max(top, max(abs(s[a + i]), abs(z[a + i])))
         for u, L in ((s, L_s), (z, L_z)):
             for i in range(3):
                 L[at + i, at + i] = u[a] / top
             for i in (1, 2):
-                L[at, at + i] = L[at + i, at] = u[a + i] / top
-    A[n_x:, :n_x] = -L_z @ G_K
-    A[n_x:, n_x:] = L_s
-    rhs[n_x:] = -L_z @ RZ[kept]
+                L[at, at + i] = u[a + i] / top
+                L[at + i, at] = u[a + i] / top
+    for p in range(n_k):                   # -L_z G_K dx + L_s dz_K = -L_z RZ_K
+        for q in range(n_k):
+            lz = L_z[p, q]
+            A[n_x + p, n_x + q] = L_s[p, q]
+            if lz != 0.0:
+                r = kept[q]
+                for i in range(n_x):
+                    A[n_x + p, i] -= lz * G[r, i]
+                for c in range(k):
+                    rhs[n_x + p, c] -= lz * RZ[r, c]
     return A, rhs, kept
 
 
@@ -533,50 +573,77 @@ def _unloading_columns(G: np.ndarray, point: ConicPoint, m_l: int, soc_start: np
     Changes of inactive rows (a trust-region bound far away) and of the
     cost alone never unload one.
     """
-    s, z = point.s, point.z
-    active = [r for r in range(m_l) if z[r] > s[r]]
+    return _unloading(G, point.s, point.z, m_l, np.asarray(soc_start, dtype=np.int64),
+                      np.ascontiguousarray(RZ), RCOND, SIDES_AGREE)
+
+
+@numba.njit(cache=True)
+def _unloading(G, s, z, m_l, soc_start, RZ, rcond, agree):
+    """Return ``_unloading_columns``: the active rows' range, and each column's miss."""
+    k = RZ.shape[1]
+    unloading = np.zeros(k, dtype=np.bool_)
+    is_active = np.zeros(G.shape[0], dtype=np.bool_)
+    for r in range(m_l):
+        is_active[r] = z[r] > s[r]
     for a in soc_start:
-        if z[a] - np.hypot(z[a + 1], z[a + 2]) > 1e-6 * z[a]:
-            active.extend((a, a + 1, a + 2))
-    unloading = np.zeros(RZ.shape[1], dtype=bool)
-    if not active:
+        if z[a] - math.hypot(z[a + 1], z[a + 2]) > 1e-6 * z[a]:
+            is_active[a:a + 3] = True
+    active = np.flatnonzero(is_active)
+    if active.shape[0] == 0:
         return unloading
     G_A, R_A = G[active], RZ[active]
-    if not R_A.any():
+    if not np.any(R_A != 0.0):
         return unloading                        # the active rows do not change (a command)
     U, sigma, _ = np.linalg.svd(G_A, full_matrices=False)
-    rank = int(np.sum(sigma > RCOND * max(sigma.max(initial=0.0), 1e-300)))
-    if rank == len(active):
+    rank = int(np.sum(sigma > rcond * max(sigma.max() if sigma.shape[0] else 0.0, 1e-300)))
+    if rank == active.shape[0]:
         return unloading                        # independent rows: unique loads
-    U = U[:, :rank]
+    U = np.ascontiguousarray(U[:, :rank])
     missed = R_A - U @ (U.T @ R_A)
-    size = np.abs(R_A).max(axis=0)
-    return np.abs(missed).max(axis=0) > SIDES_AGREE * np.maximum(size, 1e-300)
+    for c in range(k):
+        size, miss = 1e-300, 0.0
+        for r in range(active.shape[0]):
+            size = max(size, abs(R_A[r, c]))
+            miss = max(miss, abs(missed[r, c]))
+        unloading[c] = miss > agree * size
+    return unloading
 
 
-def _bound_change(m: int, bounds: tuple, upper_high: np.ndarray, upper_low: np.ndarray,
-                  lower_high: np.ndarray, lower_low: np.ndarray, delta: float) -> np.ndarray:
-    """Return dh over the m rows: the bound rows' central differences (the rest zero)."""
-    dh = np.zeros(m)
-    dh[bounds[0]] = (upper_high - upper_low)[bounds[1]] / (2 * delta)
-    dh[bounds[2]] = -(lower_high - lower_low)[bounds[3]] / (2 * delta)
+def least_norm(matrix: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """
+    Return the least-norm least-squares solution of a square matrix x = right (columns).
+
+    LAPACK's complete orthogonal factorisation (gelsy, singular values below
+    RCOND of the largest taken as zero), called directly: scipy.linalg.lstsq
+    around it cost half as much again as the factorisation of the 61 rows of
+    the two pads' island.
+    """
+    n = matrix.shape[0]
+    lwork = int(lapack.dgelsy_lwork(n, n, right.shape[1], RCOND)[0])
+    x, info = lapack.dgelsy(matrix, right, np.zeros(n, dtype=np.int32), RCOND, lwork)[1::3]
+    if info != 0:
+        raise np.linalg.LinAlgError(f"gelsy failed: info = {info}")
+    return x
+
+
+def _bound_change(m: int, bounds: tuple, dupper: np.ndarray, dlower: np.ndarray) -> np.ndarray:
+    """Return dh over the m rows from the bounds' derivatives (the other rows zero; columns)."""
+    dh = np.zeros((m,) + dupper.shape[1:])
+    dh[bounds[0]] = dupper[bounds[1]]
+    dh[bounds[2]] = -dlower[bounds[3]]
     return dh
 
 
-def _same_rows(side: IslandData, data: IslandData) -> bool:
-    """Return whether an island's changed data has ``data``'s own rows and Q (a command's)."""
-    return (side.J_n is data.J_n and side.J_t is data.J_t and side.J_f is data.J_f
-            and side.Q is data.Q and side.phi_h is data.phi_h and side.friction is data.friction
-            and side.penalty == data.penalty)
-
-
 def island_derivative(data: IslandData, solution: IslandSolution, changes: list,
-                      delta: float) -> tuple[np.ndarray, np.ndarray]:
+                      delta: float, costs: Optional[CostChange] = None
+                      ) -> tuple[np.ndarray, np.ndarray]:
     """
     Return dv'/dtheta (n x k) of a solved island, and which columns are one-sided.
 
     ``changes`` holds per theta_j the island's data at theta_j + delta and
-    theta_j - delta (the same contacts, in the same order).  The solution's
+    theta_j - delta (the same contacts, in the same order), or None where
+    only its b and bounds change (a command's column: their derivatives in
+    ``costs``).  The solution's
     conditions P x + c + G^T z = 0, G x + s = h, s o z = 0 (s, z in their
     cones) differentiate to
 
@@ -596,10 +663,9 @@ def island_derivative(data: IslandData, solution: IslandSolution, changes: list,
     n, k, n_d = len(data.b), len(changes), data.J_f.shape[1]
     scales = (point.scale_v, point.scale_n, point.scale_f)
     pattern = _pattern(data)
-    costs_only = [_same_rows(plus, data) and _same_rows(minus, data) for plus, minus in changes]
-    for (plus, minus), same in zip(changes, costs_only):
-        if not same:
-            pattern = pattern | _pattern(plus) | _pattern(minus)
+    for change in changes:
+        if change is not None:
+            pattern = pattern | _pattern(change[0]) | _pattern(change[1])
     kind, slack = _structure(data)
     base = _compact(data, scales, pattern, kind, slack)
     structure = conic_ipm.layout(kind, slack, n_d, n, data.lower, data.upper)
@@ -613,13 +679,14 @@ def island_derivative(data: IslandData, solution: IslandSolution, changes: list,
     conic_ipm.g_times(point.x, constant_g, base.cptr, base.cols, *zeros, kind, n_d, *fixed)
     gt, g = np.empty(n_x), np.empty(m)
     bounds = conic_ipm.bound_rows(structure, data.lower, data.upper)
-    for j, (plus, minus) in enumerate(changes):
-        if costs_only[j]:                         # a command: the same rows, new b and bounds
-            RX[:n, j] = -(plus.b - minus.b) * point.scale_v / (2 * delta)
-            RZ[:, j] = _bound_change(m, bounds, plus.upper / point.scale_v,
-                                     minus.upper / point.scale_v, plus.lower / point.scale_v,
-                                     minus.lower / point.scale_v, delta)
+    if costs is not None:                         # the commands: the same rows, new b and bounds
+        scale = point.scale_v[:, None]
+        RX[:n, costs.columns] = -costs.db * scale
+        RZ[:, costs.columns] = _bound_change(m, bounds, costs.dupper / scale, costs.dlower / scale)
+    for j, change in enumerate(changes):
+        if change is None:
             continue
+        plus, minus = change
         high = _compact(plus, scales, pattern, kind, slack)
         low = _compact(minus, scales, pattern, kind, slack)
         dJn, dJt, dJf = ((high.Jn - low.Jn) / (2 * delta), (high.Jt - low.Jt) / (2 * delta),
@@ -629,7 +696,8 @@ def island_derivative(data: IslandData, solution: IslandSolution, changes: list,
         conic_ipm.g_times(point.x, g, base.cptr, base.cols, dJn, dJt, dJf, kind, n_d, *fixed)
         RX[:, j] = -(gt - constant_gt)
         RX[:n, j] -= ((high.Q - low.Q) @ point.x[:n] + high.c_v - low.c_v) / (2 * delta)
-        dh = _bound_change(m, bounds, high.upper, low.upper, high.lower, low.lower, delta)
+        dh = _bound_change(m, bounds, (high.upper - low.upper) / (2 * delta),
+                           (high.lower - low.lower) / (2 * delta))
         dh[structure[0]] = (high.h_n - low.h_n) / (2 * delta)
         RZ[:, j] = dh - (g - constant_g)
     RX[~np.isfinite(RX)] = 0.0
@@ -653,8 +721,7 @@ def island_derivative(data: IslandData, solution: IslandSolution, changes: list,
         # table) their impulses are not unique and the matrix is singular; v' is
         # unique all the same, and the least-norm solution has it
         # (LAPACK's complete orthogonal factorisation, gelsy: half gelsd's SVD cost)
-        return scipy.linalg.lstsq(matrix, right, cond=RCOND, lapack_driver="gelsy",
-                                  check_finite=False)[0][:n]
+        return least_norm(matrix, right)[:n]
     rows, cone = conic_ipm.weak_rows(point.s, point.z, m_l, soc_start, WEAK)
     DX = solve(np.zeros(m_l, dtype=np.int64))
     one_sided = np.full(k, cone) & np.any(DX != 0.0, axis=0)

@@ -63,6 +63,7 @@ planners.  This module imports neither Drake nor ROS.
 from __future__ import annotations
 
 import math
+import operator
 import time
 from dataclasses import dataclass, replace
 from typing import Optional
@@ -75,9 +76,9 @@ from quasistatic_drake.formulations import anitescu
 from quasistatic_drake.formulations.base import (Formulation, lead_bounded, ModelFacts,
                                                  spring_reference, StepProblem, StepSolution)
 from quasistatic_drake.formulations.conic_polish import ON_BOUNDARY
-from quasistatic_drake.formulations.conic_step import (Guess, island_derivative, IslandData,
-                                                       IslandSolution, PYRAMID, ROUND,
-                                                       solve_island, tangent_rows)
+from quasistatic_drake.formulations.conic_step import (CostChange, Guess, island_derivative,
+                                                       IslandData, IslandSolution, PYRAMID,
+                                                       ROUND, solve_island, tangent_rows)
 from quasistatic_drake.formulations.contact_memory import ContactMemory, recall
 from quasistatic_drake.formulations.log_barrier import (barrier_derivative, solve_log_barrier,
                                                         stacked_rows)
@@ -212,6 +213,7 @@ class QpFormulation(Formulation):
         self.unit_load = _unit_loads(facts)
         self.fall = float(np.linalg.norm(facts.gravity)) * facts.h ** 2   # |g| h^2 [m]
         self.object_idx = np.asarray(facts.object_v_idx, dtype=np.int64)
+        self.robot_idx = np.asarray(facts.robot_v_idx, dtype=np.int64)
 
     # ----- the step -----------------------------------------------------------------------
     def solve(self, problem: StepProblem, contacts: ContactSet,
@@ -320,14 +322,6 @@ class QpFormulation(Formulation):
         return [self._island_data(island, cost, contacts, J_t, friction, lower, upper)
                 for island, _ in parts]
 
-    def _islands_data_like(self, like: list, cost: QpCost, bounds: tuple,
-                           parts: tuple) -> list:
-        """Return ``like`` (islands' data, same contacts and Q) with new b and bounds."""
-        lower, upper = bounds
-        return [changed(data, b=cost.b[island.v_idx], lower=lower[island.v_idx],
-                        upper=upper[island.v_idx])
-                for data, (island, _) in zip(like, parts)]
-
     @staticmethod
     def _impulses_W(contacts: ContactSet, ic: np.ndarray,
                     answer: IslandSolution) -> np.ndarray:
@@ -382,21 +376,53 @@ class QpFormulation(Formulation):
         in the quasi-static mode the motion grows with the force).  Each
         velocity's bound is scaled by its share of ``problem.trust``.
         """
-        facts = self.facts
         rho = self._trust_radius(problem) if rho is None else rho
-        rho_shift = max(rho, self.fall)
         lower, upper = problem.v_lower.copy(), problem.v_upper.copy()
-        if not len(facts.object_v_idx):
+        if not len(self.facts.object_v_idx):
             return lower, upper
+        trust, applied = self._trust_shares(problem)
+        _trust_limits(problem.J_w, problem.J_v, problem.body_radii, rho, max(rho, self.fall),
+                      self.facts.h, trust, applied, self.object_idx, lower, upper)
+        return lower, upper
+
+    def _trust_shares(self, problem: StepProblem) -> tuple[np.ndarray, np.ndarray]:
+        """Return each velocity's share of the trust region, and an applied force's speed."""
+        facts = self.facts
         trust = (np.full(facts.n_v, float(problem.trust)) if np.isscalar(problem.trust)
                  else np.broadcast_to(np.asarray(problem.trust, dtype=float), (facts.n_v,)))
         applied = np.zeros(facts.n_v)     # an applied force's speed from rest in a step
         if problem.tau_ext is not None:
             idx = self.object_idx
             applied[idx] = facts.h * np.abs(problem.tau_ext[idx]) / np.diag(problem.M_u)
-        _trust_limits(problem.J_w, problem.J_v, problem.body_radii, rho, rho_shift, facts.h,
-                      trust, applied, self.object_idx, lower, upper)
-        return lower, upper
+        return trust, applied
+
+    def _command_derivatives(self, problem: StepProblem, contacts: ContactSet, changes: list,
+                             delta: float, rho: float) -> tuple:
+        """
+        Return which of ``changes`` only change the commands, and d b, d lower, d upper.
+
+        A command column (``step_gradients``: the iterate's own contacts, a
+        problem that differs in v_cmd and q_ref alone) changes b's robot rows
+        (module docstring) and, through rho (``_trust_radius``), the trust
+        region's bounds: their central differences, all columns at once, as
+        n_v x k arrays (zero in the other columns).  The robots' inertia would
+        add h D v_cmd to b_a, but the step refuses gradients under it.
+        """
+        facts = self.facts
+        commands = np.array([all(c is contacts and _commands_only(p, problem) for p, c in column)
+                             for column in changes], dtype=bool)
+        if not commands.any():
+            return commands, *(np.zeros((facts.n_v, len(changes))) for _ in range(3))
+        sides = [p for j in np.flatnonzero(commands) for p, _ in changes[j]]  # plus, minus, ...
+        n_a = len(facts.robot_v_idx)
+        trust, applied = self._trust_shares(problem)
+        return (commands, *_command_columns(
+            commands, np.array([p.v_cmd for p in sides]).reshape(-1, n_a),
+            np.array([p.q_ref for p in sides]).reshape(-1, n_a), problem.q_a, facts.stiffness,
+            facts.h, delta, problem.J_w, problem.J_v, problem.body_radii, problem.v_lower,
+            problem.v_upper, self.robot_idx, rho,
+            TRUST_FRACTION * min(facts.detection_tolerance, 1.0), self.fall, trust, applied,
+            self.object_idx))
 
     def _cost(self, problem: StepProblem) -> QpCost:
         """Return the step QP's Q and b (module docstring), robots' inertia included."""
@@ -452,24 +478,25 @@ class QpFormulation(Formulation):
         base_cost, rho = self._cost(problem), self._trust_radius(problem)
         bounds = self._trust_bounds(problem, rho)
         base = self._islands_data(problem, contacts, friction, parts, base_cost, bounds)
+        commands, db, dlower, dupper = self._command_derivatives(problem, contacts, changes,
+                                                                 delta, rho)
 
         def data(at_problem: StepProblem, at_contacts: ContactSet) -> list:
             if (at_problem is problem and at_contacts.J_n is contacts.J_n
                     and at_contacts.J_f is contacts.J_f):    # an offset's column: phi only
                 return [changed(own, phi_h=at_contacts.phi[island.contacts] / self.facts.h)
                         for own, (island, _) in zip(base, parts)]
-            cost = self._cost(at_problem)      # a command's column: the step's own rows
-            if at_contacts is contacts and np.array_equal(cost.Q, base_cost.Q):
-                at_rho = self._trust_radius(at_problem)
-                same = at_rho == rho and _same_bounds_data(at_problem, problem)
-                return self._islands_data_like(
-                    base, cost, bounds if same else self._trust_bounds(at_problem, at_rho),
-                    parts)
-            return self._islands_data(at_problem, at_contacts, friction, parts, cost)
-        sides = [(data(*plus), data(*minus)) for plus, minus in changes]
+            return self._islands_data(at_problem, at_contacts, friction, parts)
+        sides = [None if command else (data(*plus), data(*minus))
+                 for command, (plus, minus) in zip(commands, changes)]
+        columns = np.flatnonzero(commands)
         for i, (island, answer) in enumerate(solution.parts):
-            d, sided = island_derivative(base[i], answer,
-                                         [(high[i], low[i]) for high, low in sides], delta)
+            ix = island.v_idx
+            d, sided = island_derivative(
+                base[i], answer,
+                [None if side is None else (side[0][i], side[1][i]) for side in sides], delta,
+                CostChange(columns, *(part[np.ix_(ix, columns)] for part in (db, dlower, dupper)))
+                if len(columns) else None)
             dv[island.v_idx] = d
             one_sided |= sided
         return dv, one_sided
@@ -599,11 +626,15 @@ def lagged_impulses(contacts: ContactSet, memory: Optional[ContactMemory],
                           np.asarray(contacts.phi, dtype=float), TOUCH_DISTANCE)
 
 
-def _same_bounds_data(a: StepProblem, b: StepProblem) -> bool:
-    """Return whether two problems share every input of ``_trust_bounds`` but rho."""
-    return all(getattr(a, name) is getattr(b, name)
-               for name in ("v_lower", "v_upper", "trust", "tau_ext", "M_u", "J_w", "J_v",
-                            "body_radii"))
+def _commands_only(changed_problem: StepProblem, problem: StepProblem) -> bool:
+    """Return whether a changed problem shares every field of ``problem`` but the commands."""
+    mine, own = changed_problem.__dict__, problem.__dict__
+    return all(map(operator.is_, map(mine.__getitem__, _NOT_COMMANDS),
+                   map(own.__getitem__, _NOT_COMMANDS)))
+
+
+_NOT_COMMANDS = tuple(name for name in StepProblem.__dataclass_fields__
+                      if name not in ("v_cmd", "q_ref"))
 
 
 def _body_pairs(body_a: tuple, body_b: tuple) -> np.ndarray:
@@ -674,6 +705,45 @@ def _trust_limits(J_w, J_v, radii, rho, rho_shift, h, trust, applied, idx, lower
             lower[j] = -limit
         if not upper[j] <= limit:
             upper[j] = limit
+
+
+@numba.njit(cache=True)
+def _command_columns(commands, v_cmd, q_ref, q_a, stiffness, h, delta, J_w, J_v,
+                     radii, v_lower, v_upper, robot_idx, rho, rho_floor, fall, trust, applied,
+                     object_idx):
+    """
+    Return d b, d lower, d upper (n_v x k) of ``QpFormulation._command_derivatives``.
+
+    Column j of ``commands`` takes the central difference of b_a = -h K
+    (q_ref + h v_cmd - q_a) and of the trust region's bounds
+    (``_trust_limits`` at rho = max(rho_floor, TRUST_MARGIN ``_robot_sweep``))
+    between its two sides, rows 2i and 2i + 1 of v_cmd and q_ref.
+    """
+    n_v, k = v_lower.shape[0], commands.shape[0]
+    db, dlower, dupper = np.zeros((n_v, k)), np.zeros((n_v, k)), np.zeros((n_v, k))
+    side = 0
+    lower, upper = np.empty((2, n_v)), np.empty((2, n_v))
+    for j in range(k):
+        if not commands[j]:
+            continue
+        moved = False
+        for s in range(2):
+            lead = q_ref[side + s] + h * v_cmd[side + s] - q_a
+            sign = 1.0 if s == 0 else -1.0
+            for i in range(robot_idx.shape[0]):
+                db[robot_idx[i], j] += sign * (-h * stiffness[i] * lead[i]) / (2 * delta)
+            at = max(rho_floor, TRUST_MARGIN * _robot_sweep(J_w, J_v, radii, lead, v_lower,
+                                                            v_upper, robot_idx, h))
+            moved = moved or at != rho
+            lower[s], upper[s] = v_lower, v_upper
+            if object_idx.shape[0]:
+                _trust_limits(J_w, J_v, radii, at, max(at, fall), h, trust, applied, object_idx,
+                              lower[s], upper[s])
+        if moved:
+            dlower[:, j] = (lower[0] - lower[1]) / (2 * delta)
+            dupper[:, j] = (upper[0] - upper[1]) / (2 * delta)
+        side += 2
+    return db, dlower, dupper
 
 
 @numba.njit(cache=True)
