@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 
 import numba
-import numpy as np
 
 
 # below this turn [rad] the screw's coefficients come from their series (to theta^4: error
@@ -59,15 +58,14 @@ def screw_step(q, v, h, floating, q_next):
             c = (theta - math.sin(theta)) / (theta2 * theta)
             half = math.sin(0.5 * theta) / theta
             cos_half = math.cos(0.5 * theta)
-        K = np.array([[0.0, -wz, wy], [wz, 0.0, -wx], [-wy, wx, 0.0]])
-        K2 = K @ K
-        R = np.eye(3) + a * K + b * K2
-        V = np.eye(3) + b * K + c * K2
-        p = q[qs + 4:qs + 7].copy()
-        w = np.array([v[vs], v[vs + 1], v[vs + 2]])
-        vo = np.array([v[vs + 3], v[vs + 4], v[vs + 5]])
-        v_s = vo - np.cross(w, p)
-        q_next[qs + 4:qs + 7] = R @ p + V @ (h * v_s)
+        px, py, pz = q[qs + 4], q[qs + 5], q[qs + 6]
+        # h v_s = h (v_o - w x p), with h w = (wx, wy, wz)
+        sx = h * v[vs + 3] - (wy * pz - wz * py)
+        sy = h * v[vs + 4] - (wz * px - wx * pz)
+        sz = h * v[vs + 5] - (wx * py - wy * px)
+        rx, ry, rz = _turned(wx, wy, wz, a, b, px, py, pz)       # R p = (I + a K + b K^2) p
+        vx, vy, vz = _turned(wx, wy, wz, b, c, sx, sy, sz)       # V h v_s = (I + b K + c K^2)
+        q_next[qs + 4], q_next[qs + 5], q_next[qs + 6] = rx + vx, ry + vy, rz + vz
         # the orientation: the unit quaternion of exp(h [w]), times q's (world-frame twist)
         rw, rx, ry, rz = cos_half, half * wx, half * wy, half * wz
         qw, qx, qy, qz = q[qs], q[qs + 1], q[qs + 2], q[qs + 3]
@@ -78,6 +76,14 @@ def screw_step(q, v, h, floating, q_next):
         norm = math.sqrt(nw * nw + nx * nx + ny * ny + nz * nz)
         q_next[qs], q_next[qs + 1], q_next[qs + 2], q_next[qs + 3] = \
             nw / norm, nx / norm, ny / norm, nz / norm
+
+
+@numba.njit(cache=True)
+def _turned(wx, wy, wz, a, b, x, y, z):
+    """Return (I + a K + b K^2) (x, y, z), K = [w]: x + a w x (x) + b w x (w x (x))."""
+    cx, cy, cz = wy * z - wz * y, wz * x - wx * z, wx * y - wy * x
+    ccx, ccy, ccz = wy * cz - wz * cy, wz * cx - wx * cz, wx * cy - wy * cx
+    return x + a * cx + b * ccx, y + a * cy + b * ccy, z + a * cz + b * ccz
 
 
 @numba.njit(cache=True)

@@ -740,10 +740,18 @@ def body_motions(J_w, J_v, radii, v, h):
     """
     shift = np.empty((radii.shape[0], 3))
     turn = np.empty(radii.shape[0])
-    for b in range(radii.shape[0]):
-        w = J_w[b] @ v
-        shift[b] = h * (J_v[b] @ v)
-        turn[b] = h * radii[b] * math.sqrt(w @ w)
+    for b in range(radii.shape[0]):          # J_w[b] v and J_v[b] v, looped: 3 x n_v each is
+        w0 = w1 = w2 = s0 = s1 = s2 = 0.0     # too small for BLAS's call to pay
+        for j in range(v.shape[0]):
+            x = v[j]
+            w0 += J_w[b, 0, j] * x
+            w1 += J_w[b, 1, j] * x
+            w2 += J_w[b, 2, j] * x
+            s0 += J_v[b, 0, j] * x
+            s1 += J_v[b, 1, j] * x
+            s2 += J_v[b, 2, j] * x
+        shift[b, 0], shift[b, 1], shift[b, 2] = h * s0, h * s1, h * s2
+        turn[b] = h * radii[b] * math.sqrt(w0 * w0 + w1 * w1 + w2 * w2)
     return shift, turn
 
 
