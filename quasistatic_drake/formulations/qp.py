@@ -214,6 +214,7 @@ class QpFormulation(Formulation):
         self.fall = float(np.linalg.norm(facts.gravity)) * facts.h ** 2   # |g| h^2 [m]
         self.object_idx = np.asarray(facts.object_v_idx, dtype=np.int64)
         self.robot_idx = np.asarray(facts.robot_v_idx, dtype=np.int64)
+        self.rho_floor = TRUST_FRACTION * min(facts.detection_tolerance, 1.0)   # [m]
 
     # ----- the step -----------------------------------------------------------------------
     def solve(self, problem: StepProblem, contacts: ContactSet,
@@ -353,8 +354,7 @@ class QpFormulation(Formulation):
 
     def _trust_radius(self, problem: StepProblem) -> float:
         """Return the trust region's rho of ``_trust_bounds`` [m]."""
-        return max(TRUST_FRACTION * min(self.facts.detection_tolerance, 1.0),
-                   TRUST_MARGIN * robot_sweep(problem, self.facts))
+        return max(self.rho_floor, TRUST_MARGIN * robot_sweep(problem, self.facts))
 
     def _trust_bounds(self, problem: StepProblem,
                       rho: Optional[float] = None) -> tuple[np.ndarray, np.ndarray]:
@@ -420,8 +420,7 @@ class QpFormulation(Formulation):
             commands, np.array([p.v_cmd for p in sides]).reshape(-1, n_a),
             np.array([p.q_ref for p in sides]).reshape(-1, n_a), problem.q_a, facts.stiffness,
             facts.h, delta, problem.J_w, problem.J_v, problem.body_radii, problem.v_lower,
-            problem.v_upper, self.robot_idx, rho,
-            TRUST_FRACTION * min(facts.detection_tolerance, 1.0), self.fall, trust, applied,
+            problem.v_upper, self.robot_idx, rho, self.rho_floor, self.fall, trust, applied,
             self.object_idx))
 
     def _cost(self, problem: StepProblem) -> QpCost:
