@@ -755,6 +755,32 @@ def body_motions(J_w, J_v, radii, v, h):
     return shift, turn
 
 
+@numba.njit(cache=True)
+def shifted_jacobians(J, origins, source, source_slot, columns):
+    """
+    Return J_w, J_v (n_b x 3 x n_v) of each body at its origin, from its source's (model.py).
+
+    J holds the sources' spatial velocity Jacobians at their origins (rows
+    w then v); body b takes row ``source[b]``, whose origin is
+    ``origins[source_slot[b]]``: on its ``columns`` J_w,b = J_w,L and
+    J_v,b = J_v,L + J_w,L x (o_b - o_L), zero elsewhere.
+    """
+    n_b, n_v = columns.shape
+    J_w, J_v = np.zeros((n_b, 3, n_v)), np.zeros((n_b, 3, n_v))
+    for b in range(n_b):
+        L, s = source[b], source_slot[b]
+        rx, ry, rz = origins[b, 0] - origins[s, 0], origins[b, 1] - origins[s, 1], \
+            origins[b, 2] - origins[s, 2]
+        for j in range(n_v):
+            if columns[b, j]:
+                wx, wy, wz = J[L, 0, j], J[L, 1, j], J[L, 2, j]
+                J_w[b, 0, j], J_w[b, 1, j], J_w[b, 2, j] = wx, wy, wz
+                J_v[b, 0, j] = J[L, 3, j] + (wy * rz - wz * ry)
+                J_v[b, 1, j] = J[L, 4, j] + (wz * rx - wx * rz)
+                J_v[b, 2, j] = J[L, 5, j] + (wx * ry - wy * rx)
+    return J_w, J_v
+
+
 # ----- box against box: Drake's touching box-box code aborts (BoxBoxGradient) -------------
 _BOX_EDGES = np.array([(i, i | bit) for i in range(8) for bit in (1, 2, 4) if not i & bit],
                       dtype=np.int64)

@@ -27,6 +27,7 @@ from pydrake.multibody.plant import AddMultibodyPlantSceneGraph, MultibodyPlant
 from pydrake.multibody.tree import BodyIndex, JacobianWrtVariable, JointIndex, ModelInstanceIndex
 from pydrake.systems.framework import DiagramBuilder
 
+from quasistatic_drake.manifold import shifted_jacobians
 from quasistatic_drake.loading import (load_scenario_models, pose_to_rigid_transform,
                                        root_bodies)
 from quasistatic_drake.coupling import Follower
@@ -170,7 +171,7 @@ class QuasistaticModel:
         self.moving_bodies = self._moving_bodies()
         self.moving_slot = {int(body.index()): k for k, (body, _) in enumerate(self.moving_bodies)}
         self.moving_radii = np.array([r for _, r in self.moving_bodies])
-        self._moving_frames = [body.body_frame() for body, _ in self.moving_bodies]
+        self._leaf_frames, self._source, self._columns = self._jacobian_plan()
         # "model::body" -> its row of body_jacobians() and body_poses(), for moving bodies
         self.moving_slot_by_name = {info.body_name: self.moving_slot[info.body_index]
                                     for info in self.geometries.values() if info.moves}
@@ -229,12 +230,51 @@ class QuasistaticModel:
             world = plant.world_frame()
             J = np.array([plant.CalcJacobianSpatialVelocity(
                 context, JacobianWrtVariable.kV, frame, _ORIGIN, world, world)
-                for frame in self._moving_frames]).reshape(-1, 6, self.n_v)
+                for frame in self._leaf_frames]).reshape(-1, 6, self.n_v)
             origins = np.array([plant.EvalBodyPoseInWorld(context, body).translation()
                                 for body, _ in self.moving_bodies]).reshape(-1, 3)
-            self._jacobians = (np.ascontiguousarray(J[:, :3]), np.ascontiguousarray(J[:, 3:]),
+            self._jacobians = (*shifted_jacobians(J, origins, *self._source, self._columns),
                                origins)
         return self._jacobians
+
+    def _jacobian_plan(self) -> tuple[list, tuple[np.ndarray, np.ndarray], np.ndarray]:
+        """
+        Return the frames ``body_jacobians`` asks Drake for, each body's source, its columns.
+
+        With only v_j nonzero, everything outboard of joint j moves as one
+        rigid body.  So on the columns of the joints between the world and
+        moving body b, b's Jacobian at its origin is that of any body L
+        outboard of it, shifted from L's origin to b's
+        (manifold.shifted_jacobians); it is zero on the others.  L is a
+        moving body with no moving body outboard of it (a leaf): the arm's
+        11 bodies take 3 of Drake's Jacobians (the two fingers' and the
+        cylinder's), not 11.  Returns the leaves' frames, per body (its
+        leaf's row among them, the leaf's row among the moving bodies), and
+        the (bodies x n_v) mask of its joints' columns.
+        """
+        plant = self.plant
+        inboard = {}                  # body index -> (parent body index, its joint's columns)
+        for j in plant.GetJointIndices():
+            joint = plant.get_joint(j)
+            start = joint.velocity_start()
+            inboard[int(joint.child_body().index())] = (
+                int(joint.parent_body().index()), range(start, start + joint.num_velocities()))
+        world = int(plant.world_body().index())
+        paths, columns = [], np.zeros((len(self.moving_bodies), self.n_v), dtype=np.bool_)
+        for k, (body, _) in enumerate(self.moving_bodies):
+            path, b = set(), int(body.index())
+            while b != world and b in inboard:
+                b, joint_columns = inboard[b]
+                path.add(b)
+                columns[k, list(joint_columns)] = True
+            paths.append(path)
+        indices = [int(body.index()) for body, _ in self.moving_bodies]
+        leaves = [k for k, b in enumerate(indices) if not any(b in path for path in paths)]
+        leaf_of = [next(leaf for leaf in leaves if leaf == k or b in paths[leaf])
+                   for k, b in enumerate(indices)]
+        return ([self.moving_bodies[leaf][0].body_frame() for leaf in leaves],
+                (np.array([leaves.index(leaf) for leaf in leaf_of], dtype=np.int64),
+                 np.array(leaf_of, dtype=np.int64)), columns)
 
     def body_poses(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Return R (k x 3 x 3) and p (k x 3) of the moving bodies ``slots`` at the set q."""
