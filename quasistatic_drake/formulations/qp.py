@@ -354,7 +354,11 @@ class QpFormulation(Formulation):
 
     def _trust_radius(self, problem: StepProblem) -> float:
         """Return the trust region's rho of ``_trust_bounds`` [m]."""
-        return max(self.rho_floor, TRUST_MARGIN * robot_sweep(problem, self.facts))
+        facts = self.facts
+        return _trust_radius_of(problem.J_w, problem.J_v, problem.body_radii,
+                                spring_reference(problem, facts.h) - problem.q_a,
+                                problem.v_lower, problem.v_upper, self.robot_idx, facts.h,
+                                self.rho_floor)
 
     def _trust_bounds(self, problem: StepProblem,
                       rho: Optional[float] = None) -> tuple[np.ndarray, np.ndarray]:
@@ -715,7 +719,7 @@ def _command_columns(commands, v_cmd, q_ref, q_a, stiffness, h, delta, J_w, J_v,
 
     Column j of ``commands`` takes the central difference of b_a = -h K
     (q_ref + h v_cmd - q_a) and of the trust region's bounds
-    (``_trust_limits`` at rho = max(rho_floor, TRUST_MARGIN ``_robot_sweep``))
+    (``_trust_limits`` at ``_trust_radius_of`` its lead)
     between its two sides, rows 2i and 2i + 1 of v_cmd and q_ref.
     """
     n_v, k = v_lower.shape[0], commands.shape[0]
@@ -731,8 +735,8 @@ def _command_columns(commands, v_cmd, q_ref, q_a, stiffness, h, delta, J_w, J_v,
             sign = 1.0 if s == 0 else -1.0
             for i in range(robot_idx.shape[0]):
                 db[robot_idx[i], j] += sign * (-h * stiffness[i] * lead[i]) / (2 * delta)
-            at = max(rho_floor, TRUST_MARGIN * _robot_sweep(J_w, J_v, radii, lead, v_lower,
-                                                            v_upper, robot_idx, h))
+            at = _trust_radius_of(J_w, J_v, radii, lead, v_lower, v_upper, robot_idx, h,
+                                  rho_floor)
             moved = moved or at != rho
             lower[s], upper[s] = v_lower, v_upper
             if object_idx.shape[0]:
@@ -822,26 +826,28 @@ def _round_impulses(normal_W, tangents_W, ic, normal, friction):
     return out
 
 
-def robot_sweep(problem: StepProblem, facts: ModelFacts) -> float:
+@numba.njit(cache=True)
+def _trust_radius_of(J_w, J_v, radii, lead, v_lower, v_upper, idx, h, rho_floor):
     """
-    Return how far the robots' references move any of their points this step [m].
+    Return the trust region's rho: max(rho_floor, TRUST_MARGIN x the robots' sweep).
 
-    The joints' target displacement is qbar_a' - q_a, within what their
-    velocity limits let them move in the step (a command of 93 m/s moves
-    pads limited to 1 m/s by 0.1 m); body b moves by at most
-    |J_v,b dq| + R_b |J_w,b dq| for it (first order).
+    The sweep (``_robot_sweep``) is how far the robots' references move any
+    of their points this step [m], ``lead`` being qbar_a' - q_a.
     """
-    if not len(facts.robot_v_idx):
-        return 0.0
-    return _robot_sweep(problem.J_w, problem.J_v, problem.body_radii,
-                        spring_reference(problem, facts.h) - problem.q_a, problem.v_lower,
-                        problem.v_upper, np.asarray(facts.robot_v_idx, dtype=np.int64),
-                        facts.h)
+    return max(rho_floor, TRUST_MARGIN * _robot_sweep(J_w, J_v, radii, lead, v_lower, v_upper,
+                                                      idx, h))
 
 
 @numba.njit(cache=True)
 def _robot_sweep(J_w, J_v, radii, lead, v_lower, v_upper, idx, h):
-    """Return ``robot_sweep`` of the references' lead, clipped to h times the velocity bounds."""
+    """
+    Return how far the robots' references move any of their points this step [m].
+
+    The joints' target displacement is the lead qbar_a' - q_a, within what
+    their velocity limits let them move in the step (a command of 93 m/s
+    moves pads limited to 1 m/s by 0.1 m); body b moves by at most
+    |J_v,b dq| + R_b |J_w,b dq| for it (first order).
+    """
     dq = np.zeros(J_w.shape[2])
     for k in range(idx.shape[0]):
         j = idx[k]
