@@ -159,17 +159,17 @@ class CoupledFormulation:
         return self.inner.checked_warm_start(warm_start)
 
     def linearisation_velocity(self, warm_start: Any):
-        """Return the inner formulation's, as v = T w."""
-        w = self.inner.linearisation_velocity(warm_start)
-        return None if w is None else self.coupling.expand(w)
+        """Return the inner formulation's, as v = T w (the sweep is the bodies' own)."""
+        w, sweep = self.inner.linearisation_velocity(warm_start)
+        return (None if w is None else self.coupling.expand(w)), sweep
 
     def gap_offsets(self, warm_start: Any) -> dict:
         """Return the inner formulation's."""
         return self.inner.gap_offsets(warm_start)
 
-    def with_gap_offsets(self, warm_start: Any, offsets: dict) -> Any:
+    def with_step_end(self, warm_start: Any, offsets: dict, sweep: float) -> Any:
         """Return the inner formulation's."""
-        return self.inner.with_gap_offsets(warm_start, offsets)
+        return self.inner.with_step_end(warm_start, offsets, sweep)
 
     def settled_warm_start(self, problem: StepProblem, contacts: ContactSet) -> Any:
         """Return the inner formulation's, in w."""

@@ -68,6 +68,7 @@ class Iterate:
     contacts: ContactSet
     q_next: np.ndarray
     v_lin: Optional[np.ndarray]        # linearised at q + h v_lin (None: at q)
+    sweep: float                       # how far v' moves any point, at the linearisation [m]
     tolerance: float
     needs_wider: bool                  # its motion could reach points the detection missed
     depth: float                       # how much deeper than predicted a pair ended [m]
@@ -160,7 +161,7 @@ class StepLoop:
         """Take one step from checked inputs (module docstring)."""
         formulation = self.formulation
         tolerance = self.scenario.contact_detection_tolerance
-        v_lin = self._linearisation_velocity(q, formulation.linearisation_velocity(warm_start))
+        v_lin = self._linearisation_velocity(q, *formulation.linearisation_velocity(warm_start))
         q_lin = self.linearisation_point(q, v_lin)
         problem = self.problem(q, q_lin, q_ref, v_bar, tau_ext, v_a)
         motion = self._commanded_motion(q, q_ref, v_bar)
@@ -179,12 +180,12 @@ class StepLoop:
                 break
             v = attempt.solution.v
             self.model.set_positions(q_lin)
-            wider = self._tolerance_for_reach(v, tolerance)
+            wider, sweep = self._tolerance_for_reach(v, tolerance)
             self.model.set_positions(q)
             q_next = self.integrate(q, v)
             residuals, unseen, signed = self._residuals(q_next, contacts, v, offsets,
                                                         start_gaps, motion)
-            iterate = Iterate(attempt, problem, contacts, q_next, v_lin, tolerance,
+            iterate = Iterate(attempt, problem, contacts, q_next, v_lin, sweep, tolerance,
                               wider is not None, max([unseen, *residuals.values()]),
                               iteration, offsets, residuals, parent, signed)
             iterates.append(iterate)
@@ -200,7 +201,7 @@ class StepLoop:
                                 or iterate.depth < iterates[-2].depth))
             if relinearise:                     # far off: linearise halfway along this one
                 relinearised += 1
-                v_lin = self._linearisation_velocity(q, v)
+                v_lin = self._linearisation_velocity(q, v, sweep)
                 q_lin = self.linearisation_point(q, v_lin)
                 problem = self.problem(q, q_lin, q_ref, v_bar, tau_ext, v_a, trust)
                 offsets, parent = {}, None
@@ -228,8 +229,8 @@ class StepLoop:
         state_next = State(q=q_next, q_ref=q_ref_next,
                            robot_velocity=(None if v_a is None
                                            else solution.v[self.data.robot_v_idx]),
-                           warm_start=self.formulation.with_gap_offsets(
-                               solution.warm_start_next, best.lagged_offsets()))
+                           warm_start=self.formulation.with_step_end(
+                               solution.warm_start_next, best.lagged_offsets(), best.sweep))
         return StepResult(
             state_next=state_next, status=solution.status, contact_set=contacts,
             **self._impulse_fields(solution.impulses_W),
@@ -322,8 +323,8 @@ class StepLoop:
             problem, self.contacts(q, self.scenario.contact_detection_tolerance))
 
     # ----- the parts of the step ----------------------------------------------------------
-    def _linearisation_velocity(self, q: np.ndarray,
-                                last_v: Optional[np.ndarray]) -> Optional[np.ndarray]:
+    def _linearisation_velocity(self, q: np.ndarray, last_v: Optional[np.ndarray],
+                                sweep: Optional[float] = None) -> Optional[np.ndarray]:
         """
         Return half of v' (the last step's, or an iterate's), shortened to the tolerance.
 
@@ -335,17 +336,30 @@ class StepLoop:
         detection tolerance along it.  So is an iterate's: one that missed
         the table under a cylinder spun it at 25 rad/s, and rows carried back
         from halfway along that turn put a point 146 mm into the table that
-        was 4 mm above it.
+        was 4 mm above it.  ``sweep`` is how far v' moved any point, as the
+        reach check measured it where v' was solved (``_tolerance_for_reach``);
+        a warm start that does not carry it (one built by hand) has it
+        measured at q.
         """
         if last_v is None or not np.any(last_v):
             return None
         v_lin = 0.5 * last_v
-        self.model.set_positions(q)
-        J_w, J_v, _ = self.model.body_jacobians()
-        shift, turn = body_motions(J_w, J_v, self.model.moving_radii, v_lin, self.h)
-        sweep = float(np.max(np.sqrt(np.einsum('ij,ij->i', shift, shift)) + turn, initial=0.0))
+        if sweep is None:
+            self.model.set_positions(q)
+            sweep = self._sweep(last_v)
+        half = 0.5 * sweep
         reach = self.scenario.contact_detection_tolerance
-        return v_lin if sweep <= reach else (reach / sweep) * v_lin
+        return v_lin if half <= reach else (reach / half) * v_lin
+
+    def _sweeps(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return each moving body's shift, turn and sweep |h v_B| + h R_B |w_B| at the set q."""
+        J_w, J_v, _ = self.model.body_jacobians()
+        shift, turn = body_motions(J_w, J_v, self.model.moving_radii, v, self.h)
+        return shift, turn, np.sqrt(np.einsum('ij,ij->i', shift, shift)) + turn
+
+    def _sweep(self, v: np.ndarray) -> float:
+        """Return how far v' moves any point of any body in one step, at the set q [m]."""
+        return float(np.max(self._sweeps(v)[2], initial=0.0))
 
     def linearisation_point(self, q: np.ndarray, v_lin: Optional[np.ndarray]) -> np.ndarray:
         """
@@ -438,9 +452,10 @@ class StepLoop:
         screw_step(q, v, self.h, self.model.floating_starts, q_next)
         return q_next
 
-    def _tolerance_for_reach(self, v: np.ndarray, tolerance: float) -> Optional[float]:
+    def _tolerance_for_reach(self, v: np.ndarray,
+                             tolerance: float) -> tuple[Optional[float], float]:
         """
-        Return a wider detection tolerance if the step could reach an unseen point, else None.
+        Return a wider detection tolerance if the step could reach an unseen point, and the sweep.
 
         A body can move further in one step than the detection tolerance (an
         object falling free, a fast arm).  A point of body B moves by at most
@@ -449,17 +464,18 @@ class StepLoop:
         points of bodies A and B close in by at most |s_A - s_B| + t_A + t_B
         (a fixed body: s = 0, t = 0).  When such a reach exceeds the
         tolerance for a pair, the step is solved again from q with the
-        tolerance widened to cover it.  The model must be at q.
+        tolerance widened to cover it.  The model must be at the linearisation.  The
+        wider tolerance is None where none is needed; the sweep is the farthest any point
+        moves, max_B |s_B| + t_B [m] (the next step's linearisation is shortened by it).
         """
-        J_w, J_v, _ = self.model.body_jacobians()
-        shift, turn = body_motions(J_w, J_v, self.model.moving_radii, v, self.h)
-        sweeps = np.sqrt(np.einsum('ij,ij->i', shift, shift)) + turn
-        if 2.0 * np.max(sweeps, initial=0.0) <= tolerance:
-            return None
+        shift, turn, sweeps = self._sweeps(v)
+        sweep = float(np.max(sweeps, initial=0.0))
+        if 2.0 * sweep <= tolerance:
+            return None, sweep
         slot = self.model.moving_slot
         geometries = self.model.geometries
         reach_needed = 0.0
-        for pair in proximity_pairs(self.model, 2.0 * np.max(sweeps)):
+        for pair in proximity_pairs(self.model, 2.0 * sweep):
             a = slot.get(geometries[pair.id_A].body_index)
             b = slot.get(geometries[pair.id_B].body_index)
             s_a = shift[a] if a is not None else _NO_SHIFT
@@ -470,8 +486,8 @@ class StepLoop:
             if tolerance < distance < reach:          # unseen, and within reach
                 reach_needed = max(reach_needed, reach)
         if reach_needed <= tolerance:
-            return None
-        return reach_needed + self.scenario.contact_detection_tolerance
+            return None, sweep
+        return reach_needed + self.scenario.contact_detection_tolerance, sweep
 
     def pairs(self, q: np.ndarray, tolerance: float,
               motion: Optional[np.ndarray] = None) -> list:

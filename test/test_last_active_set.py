@@ -116,9 +116,10 @@ def test_the_fuzzers_spinning_cylinder_stays_out_of_the_table():
 
 
 @pytest.mark.parametrize('field, value', [('sliding', np.zeros(2, dtype=bool)),
-                                          ('velocity', np.zeros(3))])
-def test_a_warm_start_of_the_wrong_size_is_refused_by_name(field, value):
-    """A hand-made memory whose arrays do not fit is refused before the step reads them."""
+                                          ('velocity', np.zeros(3)), ('sweep', -1e-3),
+                                          ('sweep', float('nan')), ('sweep', 'far')])
+def test_a_warm_start_that_does_not_fit_is_refused_by_name(field, value):
+    """A hand-made memory whose arrays or sweep do not fit is refused before the step reads it."""
     sim = QuasistaticSimulator(Scenario.from_yaml(
         os.path.join(REPO_ROOT, 'config', 'two_pads_lift.yaml')))
     state = sim.initial_state()

@@ -228,14 +228,17 @@ class Formulation(ABC):
         """
         return None
 
-    def linearisation_velocity(self, warm_start: Any) -> Optional[np.ndarray]:
+    def linearisation_velocity(self, warm_start: Any
+                               ) -> tuple[Optional[np.ndarray], Optional[float]]:
         """
-        Return the velocities the step linearises its contacts halfway along (None: at q).
+        Return the velocities the step linearises its contacts halfway along, and their sweep.
 
         The QP hands on its last step's v' in its warm start: the next step's
-        contacts are linearised at q + (h / 2) v' (``step_loop.py``).
+        contacts are linearised at q + (h / 2) v' (``step_loop.py``).  The
+        sweep is how far v' moved any point of any body in that step [m]
+        (None: not known).  (None, None): at q.
         """
-        return None
+        return None, None
 
     def gap_offsets(self, warm_start: Any) -> dict:
         """
@@ -246,8 +249,8 @@ class Formulation(ABC):
         """
         return {}
 
-    def with_gap_offsets(self, warm_start: Any, offsets: dict) -> Any:
-        """Return the next step's warm start with ``offsets`` kept in it (if it keeps any)."""
+    def with_step_end(self, warm_start: Any, offsets: dict, sweep: float) -> Any:
+        """Return the next step's warm start with the offsets and the sweep (if it keeps any)."""
         return warm_start
 
     def checked_warm_start(self, warm_start: Any) -> Any:

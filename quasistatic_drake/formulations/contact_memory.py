@@ -53,6 +53,9 @@ class ContactMemory:
     asleep: frozenset = frozenset()   # names of the objects at rest
     velocity: Optional[np.ndarray] = None   # (n_v,) the last step's v' (the linearisation)
     offsets: Optional[dict] = None          # {geometry pair: gap offset [m]} (step_loop.py)
+    # how far v' moved any point of any body in the last step, |h v_B| + h R_B |w_B| at its
+    # linearisation [m] (step_loop.py; None: not known, measured again at q)
+    sweep: Optional[float] = None
     sliding: Optional[np.ndarray] = None    # (k,) bool: its friction at its bound, slipping
 
     @staticmethod

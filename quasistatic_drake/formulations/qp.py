@@ -539,6 +539,13 @@ class QpFormulation(Formulation):
                         f"{np.shape(value)}, not {shape} (the model's velocities, or one per "
                         "remembered contact). Fix: hand on a StepResult's state_next "
                         "unchanged, or start from sim.initial_state().")
+            sweep = warm_start.sweep
+            if sweep is not None and not (isinstance(sweep, (float, int))
+                                          and math.isfinite(sweep) and sweep >= 0.0):
+                raise CommandError(
+                    f"warm_start.sweep: the ContactMemory's sweep is {sweep!r}, not a finite "
+                    "distance >= 0 [m] (how far its velocity moved any point) or None. Fix: "
+                    "hand on a StepResult's state_next unchanged, or set sweep=None.")
         if warm_start is None or isinstance(warm_start, ContactMemory):
             return warm_start
         raise CommandError(
@@ -548,17 +555,18 @@ class QpFormulation(Formulation):
             "sim.initial_state().")
 
     def linearisation_velocity(self, warm_start: Optional[ContactMemory]):
-        """Return the last step's v' (the next step linearises halfway along it), or None."""
-        return None if warm_start is None else warm_start.velocity
+        """Return the last step's v' (the next step linearises halfway along it) and sweep."""
+        return (None, None) if warm_start is None else (warm_start.velocity, warm_start.sweep)
 
     def gap_offsets(self, warm_start: Optional[ContactMemory]) -> dict:
         """Return the gap offsets the last step ended with ({} without a warm start)."""
         return {} if warm_start is None or warm_start.offsets is None else warm_start.offsets
 
-    def with_gap_offsets(self, warm_start: Optional[ContactMemory],
-                         offsets: dict) -> Optional[ContactMemory]:
-        """Return the memory with ``offsets`` kept for the next step."""
-        return None if warm_start is None else changed(warm_start, offsets=dict(offsets))
+    def with_step_end(self, warm_start: Optional[ContactMemory], offsets: dict,
+                      sweep: float) -> Optional[ContactMemory]:
+        """Return the memory with the step's gap offsets and v''s sweep kept for the next step."""
+        return None if warm_start is None else changed(warm_start, offsets=dict(offsets),
+                                                       sweep=sweep)
 
     def settled_warm_start(self, problem: StepProblem,
                            contacts: ContactSet) -> Optional[ContactMemory]:
@@ -578,7 +586,7 @@ class QpFormulation(Formulation):
             solution = self.solve(problem, contacts, memory)
             if solution.v is None:
                 return memory
-            memory = replace(solution.memory, asleep=frozenset(), velocity=None)
+            memory = replace(solution.memory, asleep=frozenset(), velocity=None, sweep=None)
             if last is not None and self.facts.h * np.max(
                     np.abs(solution.v - last), initial=0.0) <= SETTLED:
                 break
