@@ -5,7 +5,8 @@ The step: one algorithm for every formulation (docs/contact.md, "The step").
 
 1. the linearisation: halfway along the last step's motion, shortened so
    that no point moves further than the detection tolerance along it
-   (``_linearisation_velocity``); the step's data there (``step_data.py``);
+   (``_linearisation_velocity``, by the sweep the last step handed on);
+   the step's data there (``step_data.py``);
 2. detection at that point (``contact_detection.py``), each row's gap
    carried back to q, and each geometry pair's rows shifted by its gap
    offset (the depth they missed at the last step's end);
@@ -22,8 +23,9 @@ The step: one algorithm for every formulation (docs/contact.md, "The step").
    (shortened as in 1) where a pair ended RELINEARISE deeper, else offset
    each deeper pair's rows by the depth it missed; the best iterate is the
    step's;
-7. the next state: the reference, the warm start and the lagged offsets,
-   from the formulation;
+7. the next state: the reference, the warm start, the lagged offsets and
+   the sweep of v' (how far it moved any point, which shortens the next
+   linearisation), from the formulation;
 8. on request, the step's derivatives (``step_gradients.py``), chained
    through the iterates that led to the step's.
 """
