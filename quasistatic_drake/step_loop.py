@@ -44,7 +44,7 @@ from quasistatic_drake.contact_detection import proximity_pairs
 from quasistatic_drake.formulations.base import StepProblem, StepSolution
 from quasistatic_drake.integration import screw_step
 from quasistatic_drake.islands import rows_times
-from quasistatic_drake.manifold import body_motions
+from quasistatic_drake.manifold import body_motions, sweep_lengths
 from quasistatic_drake.records import changed
 from quasistatic_drake.results import StepDiagnostics, StepGradients, StepResult
 from quasistatic_drake.state import State
@@ -353,15 +353,11 @@ class StepLoop:
         reach = self.scenario.contact_detection_tolerance
         return v_lin if half <= reach else (reach / half) * v_lin
 
-    def _sweeps(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Return each moving body's shift, turn and sweep |h v_B| + h R_B |w_B| at the set q."""
-        J_w, J_v, _ = self.model.body_jacobians()
-        shift, turn = body_motions(J_w, J_v, self.model.moving_radii, v, self.h)
-        return shift, turn, np.sqrt(np.einsum('ij,ij->i', shift, shift)) + turn
-
     def _sweep(self, v: np.ndarray) -> float:
         """Return how far v' moves any point of any body in one step, at the set q [m]."""
-        return float(np.max(self._sweeps(v)[2], initial=0.0))
+        J_w, J_v, _ = self.model.body_jacobians()
+        return float(np.max(sweep_lengths(J_w, J_v, self.model.moving_radii, v, self.h),
+                            initial=0.0))
 
     def linearisation_point(self, q: np.ndarray, v_lin: Optional[np.ndarray]) -> np.ndarray:
         """
@@ -470,10 +466,11 @@ class StepLoop:
         wider tolerance is None where none is needed; the sweep is the farthest any point
         moves, max_B |s_B| + t_B [m] (the next step's linearisation is shortened by it).
         """
-        shift, turn, sweeps = self._sweeps(v)
-        sweep = float(np.max(sweeps, initial=0.0))
+        sweep = self._sweep(v)
         if 2.0 * sweep <= tolerance:
             return None, sweep
+        J_w, J_v, _ = self.model.body_jacobians()
+        shift, turn = body_motions(J_w, J_v, self.model.moving_radii, v, self.h)
         slot = self.model.moving_slot
         geometries = self.model.geometries
         reach_needed = 0.0
