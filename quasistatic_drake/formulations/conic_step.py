@@ -37,7 +37,7 @@ import numpy as np
 from scipy.linalg import lapack
 
 from quasistatic_drake.formulations import conic_ipm
-from quasistatic_drake.formulations.conic_polish import polish, polish_guess
+from quasistatic_drake.formulations.conic_polish import ON_BOUNDARY, polish, polish_guess
 
 ROUND, PYRAMID = conic_ipm.ROUND, conic_ipm.PYRAMID
 
@@ -574,11 +574,11 @@ def _unloading_columns(G: np.ndarray, point: ConicPoint, m_l: int, soc_start: np
     cost alone never unload one.
     """
     return _unloading(G, point.s, point.z, m_l, np.asarray(soc_start, dtype=np.int64),
-                      np.ascontiguousarray(RZ), RCOND, SIDES_AGREE)
+                      np.ascontiguousarray(RZ), RCOND, SIDES_AGREE, ON_BOUNDARY)
 
 
 @numba.njit(cache=True)
-def _unloading(G, s, z, m_l, soc_start, RZ, rcond, agree):
+def _unloading(G, s, z, m_l, soc_start, RZ, rcond, agree, on_boundary):
     """Return ``_unloading_columns``: the active rows' range, and each column's miss."""
     k = RZ.shape[1]
     unloading = np.zeros(k, dtype=np.bool_)
@@ -586,7 +586,7 @@ def _unloading(G, s, z, m_l, soc_start, RZ, rcond, agree):
     for r in range(m_l):
         is_active[r] = z[r] > s[r]
     for a in soc_start:
-        if z[a] - math.hypot(z[a + 1], z[a + 2]) > 1e-6 * z[a]:
+        if z[a] - math.hypot(z[a + 1], z[a + 2]) > on_boundary * z[a]:
             is_active[a:a + 3] = True
     active = np.flatnonzero(is_active)
     if active.shape[0] == 0:

@@ -381,13 +381,10 @@ class QpFormulation(Formulation):
         velocity's bound is scaled by its share of ``problem.trust``.
         """
         rho = self._trust_radius(problem) if rho is None else rho
-        lower, upper = problem.v_lower.copy(), problem.v_upper.copy()
-        if not len(self.facts.object_v_idx):
-            return lower, upper
         trust, applied = self._trust_shares(problem)
-        _trust_limits(problem.J_w, problem.J_v, problem.body_radii, rho, max(rho, self.fall),
-                      self.facts.h, trust, applied, self.object_idx, lower, upper)
-        return lower, upper
+        return _trust_bounds_at(problem.J_w, problem.J_v, problem.body_radii, rho, self.fall,
+                                self.facts.h, trust, applied, self.object_idx,
+                                problem.v_lower, problem.v_upper)
 
     def _trust_shares(self, problem: StepProblem) -> tuple[np.ndarray, np.ndarray]:
         """Return each velocity's share of the trust region, and an applied force's speed."""
@@ -690,6 +687,21 @@ def _shared_evenly(pair, found, remembered, phi, touch):
     return out
 
 
+@numba.njit(cache=True)
+def _trust_bounds_at(J_w, J_v, radii, rho, fall, h, trust, applied, idx, v_lower, v_upper):
+    """
+    Return the velocity bounds within the trust region of radius rho (``_trust_bounds``).
+
+    The objects' velocities ``idx`` are bounded by ``_trust_limits``, their
+    shift by max(rho, fall); the others keep v_lower and v_upper.
+    """
+    lower, upper = v_lower.copy(), v_upper.copy()
+    if idx.shape[0]:
+        _trust_limits(J_w, J_v, radii, rho, max(rho, fall), h, trust, applied, idx, lower,
+                      upper)
+    return lower, upper
+
+
 @numba.njit(cache=True, error_model="numpy")
 def _trust_limits(J_w, J_v, radii, rho, rho_shift, h, trust, applied, idx, lower, upper):
     """
@@ -727,7 +739,7 @@ def _command_columns(commands, v_cmd, q_ref, q_a, stiffness, h, delta, J_w, J_v,
 
     Column j of ``commands`` takes the central difference of b_a = -h K
     (q_ref + h v_cmd - q_a) and of the trust region's bounds
-    (``_trust_limits`` at ``_trust_radius_of`` its lead)
+    (``_trust_bounds_at`` at ``_trust_radius_of`` its lead)
     between its two sides, rows 2i and 2i + 1 of v_cmd and q_ref.
     """
     n_v, k = v_lower.shape[0], commands.shape[0]
@@ -746,10 +758,8 @@ def _command_columns(commands, v_cmd, q_ref, q_a, stiffness, h, delta, J_w, J_v,
             at = _trust_radius_of(J_w, J_v, radii, lead, v_lower, v_upper, robot_idx, h,
                                   rho_floor)
             moved = moved or at != rho
-            lower[s], upper[s] = v_lower, v_upper
-            if object_idx.shape[0]:
-                _trust_limits(J_w, J_v, radii, at, max(at, fall), h, trust, applied, object_idx,
-                              lower[s], upper[s])
+            lower[s], upper[s] = _trust_bounds_at(J_w, J_v, radii, at, fall, h, trust, applied,
+                                                  object_idx, v_lower, v_upper)
         if moved:
             dlower[:, j] = (lower[0] - lower[1]) / (2 * delta)
             dupper[:, j] = (upper[0] - upper[1]) / (2 * delta)
